@@ -1,0 +1,29 @@
+# The two commands of the README: `make run` and `make test`.
+
+.PHONY: run test vet check-generated generate build bench
+
+run:
+	go run ./cmd/baton dev
+
+test: vet check-generated
+	go test -race -count=1 -timeout 15m ./...
+
+vet:
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$unformatted" ]; then echo "gofmt would change: $$unformatted"; exit 1; fi
+	go vet ./...
+
+# db/dbsqlc must be exactly what sqlc generates from db/queries and db/migrations.
+check-generated:
+	cd tools && go tool sqlc -f ../sqlc.yaml diff
+
+generate:
+	cd tools && go tool sqlc -f ../sqlc.yaml generate
+
+build:
+	go build -o bin/baton ./cmd/baton
+
+# Benchmarks of issues 3 and 4 (resume latency, timeout lateness, thread
+# throughput and turn wait). Not part of `make test`, which only compiles them.
+bench:
+	go test -run '^$$' -bench 'ResumeLatency|TimeoutLateness|HotThread' -benchtime 100x -timeout 30m ./engine/
+	go test -run '^$$' -bench 'ManyThreads' -benchtime 1x -timeout 30m ./engine/

@@ -1,0 +1,311 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/batonrun/baton/db"
+	"github.com/batonrun/baton/internal/pgcluster"
+	"github.com/batonrun/baton/jobs"
+)
+
+// benchConfig is what baton bench's flags set.
+type benchConfig struct {
+	databaseURL   string
+	dataDir       string
+	duration      time.Duration
+	warmup        time.Duration
+	chains        int
+	concurrency   []int
+	commitClients int
+	maxConns      int
+	workers       int
+	fetchCooldown time.Duration
+	fetchPoll     time.Duration
+	keep          bool
+	jsonOut       bool
+	cpuProfile    string
+}
+
+// benchRow is one line of the bench's table.
+type benchRow struct {
+	Figure string `json:"figure"`
+	What   string `json:"what"`
+	// Value is the figure, in Unit; zero when not measured.
+	Value float64 `json:"value"`
+	Unit  string  `json:"unit"`
+	// Detail holds latencies, ratios and notes.
+	Detail string `json:"detail"`
+	// Ratio is the figure against its floor, when it has one.
+	Ratio  float64 `json:"ratio,omitempty"`
+	Target string  `json:"target,omitempty"`
+	// Measured is false for the rows that need features not built yet.
+	Measured bool `json:"measured"`
+}
+
+// benchReport is what --json prints.
+type benchReport struct {
+	Database string         `json:"database"`
+	CPUs     int            `json:"cpus"`
+	MaxConns int            `json:"max_conns"`
+	River    map[string]any `json:"river"`
+	Duration string         `json:"duration_per_figure"`
+	Rows     []benchRow     `json:"rows"`
+}
+
+func cmdBench(ctx context.Context, args []string, stdout io.Writer) error {
+	var c benchConfig
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.StringVar(&c.databaseURL, "database-url", os.Getenv("DATABASE_URL"), "PostgreSQL server to measure on (DATABASE_URL); the bench creates a database of its own there. Unset: a private cluster")
+	fs.StringVar(&c.dataDir, "data-dir", filepath.Join(os.TempDir(), "baton-bench"), "data directory of the private PostgreSQL cluster (used when DATABASE_URL is unset)")
+	fs.DurationVar(&c.duration, "duration", 10*time.Second, "how long each figure is measured")
+	fs.DurationVar(&c.warmup, "warmup", time.Second, "how long each figure runs before it is measured")
+	fs.IntVar(&c.chains, "chains", 16, "chains of the bare River floor (a)")
+	conc := fs.String("concurrency", "16,64", "comma-separated concurrencies of the Baton figure (b); the first is compared with the floor")
+	fs.IntVar(&c.commitClients, "commit-clients", 16, "clients of the commit-rate limit (e)")
+	fs.IntVar(&c.maxConns, "max-conns", 40, "size of the connection pool all figures share")
+	fs.IntVar(&c.workers, "workers", 0, "River workers of the high queue (0: Baton's default)")
+	fs.DurationVar(&c.fetchCooldown, "fetch-cooldown", 0, "River FetchCooldown (0: Baton's default)")
+	fs.DurationVar(&c.fetchPoll, "fetch-poll-interval", 0, "River FetchPollInterval (0: Baton's default)")
+	fs.BoolVar(&c.keep, "keep", false, "keep the bench database instead of dropping it")
+	fs.BoolVar(&c.jsonOut, "json", false, "print JSON instead of a table")
+	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a Go CPU profile of the Baton figure (b) to this file")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	for _, f := range strings.Split(*conc, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n <= 0 {
+			return fmt.Errorf("--concurrency: %q is not a positive number", f)
+		}
+		c.concurrency = append(c.concurrency, n)
+	}
+	if c.duration <= 0 || c.warmup < 0 || c.chains <= 0 || c.commitClients <= 0 || c.maxConns <= 0 {
+		return errors.New("--duration, --chains, --commit-clients and --max-conns must be positive and --warmup not negative")
+	}
+	if c.fetchCooldown == 0 {
+		c.fetchCooldown = jobs.DefaultFetchCooldown
+	}
+	if c.fetchPoll == 0 {
+		c.fetchPoll = jobs.DefaultFetchPollInterval
+	}
+	if c.workers == 0 {
+		c.workers = jobs.DefaultWorkers
+	}
+	progress := func(format string, a ...any) { fmt.Fprintf(os.Stderr, "bench: "+format+"\n", a...) }
+
+	serverURL := c.databaseURL
+	if serverURL == "" {
+		progress("DATABASE_URL is unset: starting a private PostgreSQL cluster in %s", c.dataDir)
+		cluster, err := pgcluster.Start(ctx, pgcluster.Options{Dir: c.dataDir, Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			return fmt.Errorf("starting the private PostgreSQL cluster: %w", err)
+		}
+		defer func() {
+			if err := cluster.Stop(context.WithoutCancel(ctx)); err != nil {
+				progress("stopping the private PostgreSQL cluster: %v", err)
+			}
+		}()
+		serverURL = cluster.URL()
+	}
+	name := fmt.Sprintf("baton_bench_%d", time.Now().UnixNano())
+	dbURL, err := createBenchDatabase(ctx, serverURL, name)
+	if err != nil {
+		return err
+	}
+	if !c.keep {
+		defer func() {
+			if err := dropBenchDatabase(context.WithoutCancel(ctx), serverURL, name); err != nil {
+				progress("%v", err)
+			}
+		}()
+	}
+	pcfg, err := pgxpool.ParseConfig(dbURL)
+	if err != nil {
+		return fmt.Errorf("parsing the database URL: %w", err)
+	}
+	pcfg.MaxConns = int32(c.maxConns)
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		return fmt.Errorf("connecting to the database: %w", err)
+	}
+	defer pool.Close()
+	if err := db.Migrate(ctx, pool, nil); err != nil {
+		return err
+	}
+	progress("database %s migrated; each figure: %s warm-up, %s measured", name, c.warmup, c.duration)
+
+	report := benchReport{
+		Database: name, CPUs: runtime.NumCPU(), MaxConns: c.maxConns, Duration: c.duration.String(),
+		River: map[string]any{
+			"fetch_cooldown": c.fetchCooldown.String(), "fetch_poll_interval": c.fetchPoll.String(),
+			"high_queue_workers": c.workers, "medium_queue_workers": max(c.workers/2, 1),
+		},
+	}
+	b := &bencher{cfg: c, pool: pool, progress: progress}
+	rows, err := b.run(ctx)
+	if err != nil {
+		return err
+	}
+	report.Rows = rows
+	if c.jsonOut {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(report)
+	}
+	printBenchTable(stdout, report, c.keep)
+	return nil
+}
+
+// run measures every figure, each against its floor, one after the other.
+func (b *bencher) run(ctx context.Context) ([]benchRow, error) {
+	var rows []benchRow
+
+	b.progress("(e) commit-rate limit: %d clients", b.cfg.commitClients)
+	commits, err := b.commitRate(ctx)
+	if err != nil {
+		return nil, err
+	}
+
+	b.progress("(a) bare River floor: %d chains", b.cfg.chains)
+	floor, err := b.riverFloor(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rows = append(rows, benchRow{
+		Figure: "(a)", What: fmt.Sprintf("bare River chained jobs, %d chains (floor)", b.cfg.chains),
+		Value: floor.perSecond, Unit: "steps/s", Measured: true,
+		Detail: fmt.Sprintf("%d steps; %.1f tx/step", floor.count, floor.txPer),
+	})
+
+	baton, err := b.batonRuns(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for i, r := range baton {
+		row := benchRow{
+			Figure: "(b)", What: fmt.Sprintf("Baton 5-node executions, concurrency %d", r.concurrency),
+			Value: r.perSecond, Unit: "executions/s", Measured: true,
+			Ratio:  r.perSecond / floor.perSecond,
+			Detail: fmt.Sprintf("%d executions; start→terminal p50 %s p99 %s; %.1f tx/execution", r.count, fmtMs(r.p50), fmtMs(r.p99), r.txPer),
+		}
+		if i == 0 {
+			row.Target = "≥ 0.50× (a)"
+		}
+		rows = append(rows, row)
+	}
+
+	b.progress("(c) resume round trip")
+	resumes, err := b.resumeRoundTrip(ctx)
+	if err != nil {
+		return nil, err
+	}
+	b.progress("(d) one hot thread, 10 competing executions")
+	hotRate, acquire, err := b.hotThread(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rows = append(rows,
+		benchRow{
+			Figure: "(c)", What: "resume round trip (event accepted → next node done)",
+			Value: float64(resumes.percentile(0.5).Microseconds()) / 1000, Unit: "ms p50", Measured: true,
+			Target: "p50 ≤ 10ms, p99 ≤ 50ms",
+			Detail: fmt.Sprintf("%d resumes one at a time; p50 %s p99 %s", len(resumes), fmtMs(resumes.percentile(0.5)), fmtMs(resumes.percentile(0.99))),
+		},
+		benchRow{
+			Figure: "(d)", What: "one hot thread, 10 competing executions",
+			Value: hotRate, Unit: "messages/s", Measured: true,
+			Detail: fmt.Sprintf("%d executions of 3 messages; lock acquisition (start → lock held, committed) p50 %s p99 %s",
+				len(acquire), fmtMs(acquire.percentile(0.5)), fmtMs(acquire.percentile(0.99))),
+		},
+		benchRow{
+			Figure: "(e)", What: fmt.Sprintf("single-row UPDATE + commit, %d clients (limit)", b.cfg.commitClients),
+			Value: commits.perSecond, Unit: "tx/s", Measured: true, Detail: fmt.Sprintf("%d commits", commits.count),
+		},
+	)
+	if len(baton) > 0 {
+		steps := baton[0].perSecond * benchNodes
+		rows = append(rows, benchRow{
+			Figure: "(e)", What: fmt.Sprintf("Baton node-steps/s at concurrency %d vs. the limit", baton[0].concurrency),
+			Value: steps, Unit: "node-steps/s", Measured: true, Ratio: steps / commits.perSecond,
+			Target: "≥ 0.25× limit",
+			Detail: fmt.Sprintf("%.2f× the commit-rate limit", steps/commits.perSecond),
+		})
+	}
+	return rows, nil
+}
+
+func printBenchTable(w io.Writer, r benchReport, kept bool) {
+	fmt.Fprintf(w, "baton bench: %d CPUs, pool of %d connections, database %s", r.CPUs, r.MaxConns, r.Database)
+	if kept {
+		fmt.Fprint(w, " (kept)")
+	}
+	fmt.Fprintf(w, "\nRiver: FetchCooldown %s, FetchPollInterval %s, high queue %d workers, medium %d; %s measured per figure\n\n",
+		r.River["fetch_cooldown"], r.River["fetch_poll_interval"], r.River["high_queue_workers"], r.River["medium_queue_workers"], r.Duration)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "FIGURE\tWHAT\tVALUE\tUNIT\tTARGET\tDETAIL")
+	for _, row := range r.Rows {
+		value := "-"
+		if row.Measured {
+			value = fmt.Sprintf("%.1f", row.Value)
+		}
+		target := row.Target
+		if target == "" {
+			target = "-"
+		} else if row.Measured {
+			target += fmt.Sprintf(" (%.2f)", row.Ratio)
+		}
+		unit := row.Unit
+		if unit == "" {
+			unit = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", row.Figure, row.What, value, unit, target, row.Detail)
+	}
+	_ = tw.Flush()
+}
+
+func fmtMs(d time.Duration) string {
+	return fmt.Sprintf("%.1fms", float64(d)/float64(time.Millisecond))
+}
+
+// createBenchDatabase creates the bench's database on the server and returns
+// its URL.
+func createBenchDatabase(ctx context.Context, serverURL, name string) (string, error) {
+	conn, err := pgx.Connect(ctx, serverURL)
+	if err != nil {
+		return "", fmt.Errorf("connecting to the server: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+		return "", fmt.Errorf("creating database %s: %w", name, err)
+	}
+	return withDatabase(serverURL, name)
+}
+
+// dropBenchDatabase drops the bench's database.
+func dropBenchDatabase(ctx context.Context, serverURL, name string) error {
+	conn, err := pgx.Connect(ctx, serverURL)
+	if err != nil {
+		return fmt.Errorf("connecting to the server to drop %s: %w", name, err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
+		return fmt.Errorf("dropping database %s: %w", name, err)
+	}
+	return nil
+}

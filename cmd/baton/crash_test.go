@@ -1,0 +1,294 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/batonrun/baton/internal/pgtest"
+)
+
+// server is a running `baton serve` child process.
+type server struct {
+	cmd  *exec.Cmd
+	addr string
+	mu   sync.Mutex
+	logs []map[string]any
+	done chan struct{}
+}
+
+// startServer runs `baton serve` on a free port and returns once it listens.
+// Its JSON log lines are kept for the test to read.
+func startServer(t *testing.T, env []string, args ...string) *server {
+	t.Helper()
+	cmd := command(t, env, append([]string{"serve", "--insecure-no-auth", "--addr", "127.0.0.1:0", "--log-format", "json"}, args...)...)
+	stderr, err := cmd.StderrPipe()
+	require.NoError(t, err)
+	cmd.Stdout = io.Discard
+	require.NoError(t, cmd.Start())
+	s := &server{cmd: cmd, done: make(chan struct{})}
+	ready := make(chan string, 1)
+	go func() {
+		defer close(s.done)
+		sc := bufio.NewScanner(stderr)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			var line map[string]any
+			if json.Unmarshal(sc.Bytes(), &line) != nil {
+				continue
+			}
+			s.mu.Lock()
+			s.logs = append(s.logs, line)
+			s.mu.Unlock()
+			if line["msg"] == "baton serving" {
+				ready <- line["addr"].(string)
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	select {
+	case s.addr = <-ready:
+	case <-s.done:
+		t.Fatal("baton serve exited before listening")
+	case <-time.After(60 * time.Second):
+		t.Fatal("baton serve did not listen within 60s")
+	}
+	return s
+}
+
+// kill SIGKILLs the process and waits until its output is read.
+func (s *server) kill(t *testing.T) {
+	t.Helper()
+	require.NoError(t, s.cmd.Process.Kill())
+	_ = s.cmd.Wait()
+	<-s.done
+}
+
+// deliveredIDs returns how often the log channel logged each message id.
+func (s *server) deliveredIDs() map[int64]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[int64]int{}
+	for _, l := range s.logs {
+		if l["msg"] == "message delivered" {
+			out[int64(l["message_id"].(float64))]++
+		}
+	}
+	return out
+}
+
+// post sends an API request as tenant "crash" and returns the status and body.
+func (s *server) post(t *testing.T, path string, payload any) (int, []byte) {
+	t.Helper()
+	raw, err := json.Marshal(map[string]any{"payload": payload})
+	require.NoError(t, err)
+	req, err := http.NewRequest(http.MethodPost, "http://"+s.addr+path, bytes.NewReader(raw))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Tenant-ID", "crash")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, body
+}
+
+// crashFlows are the workflows of TestSIGKILLWithWaitingAndMidStepExecutions:
+// each sends a message, then waits or calls the slow tool, then sends another.
+func crashFlows() []string {
+	flow := func(id, middle, after string) string {
+		return fmt.Sprintf(`{"workflow_id": %q, "version": "1", "nodes": [
+		  {"id": "start", "type": "start", "next": "hi"},
+		  {"id": "hi", "type": "action", "actionType": "send_message", "parameters": {"message": "antes {{n}}"}, "next": "mid"},
+		  %s,
+		  {"id": "bye", "type": "action", "actionType": "send_message", "parameters": {"message": "%s {{n}}"}, "next": "end"},
+		  {"id": "end", "type": "end", "result": {"summary": "ok"}}]}`, id, middle, after)
+	}
+	return []string{
+		flow("midstep", `{"id": "mid", "type": "task", "task": "slow", "inputs": {"n": "{{n}}"}, "next": "bye"}`, "despues"),
+		flow("waitlong", `{"id": "mid", "type": "action", "actionType": "wait_for_event", "parameters": {"event_id": "ev", "timeout": "1h"}, "next": "bye"}`, "adios"),
+		flow("waitshort", `{"id": "mid", "type": "action", "actionType": "wait_for_event", "parameters": {"event_id": "ev", "timeout": "40s", "onTimeout": "continue"}, "next": "bye"}`, "tarde"),
+	}
+}
+
+// Issue 3: the server is SIGKILLed while 200 executions wait (150 for an
+// event that comes after the restart, 50 whose 40 s timeout passes after it)
+// and 20 are mid-step (their tool call in flight). A new server finishes all
+// 220: each execution's two messages exist exactly once and were delivered
+// exactly once, and each interrupted tool call was made once more.
+//
+// A step whose worker died is only rescued by River once it has run longer
+// than --rescue-after, which must be over the 60 s step timeout: with the
+// default (65 s), River's rescuer interval (30 s) and leader re-election (up
+// to 20 s), the mid-step executions finish 65–115 s after their step
+// started — within the 2 minutes Baton promises — so this test takes about
+// 100 s.
+func TestSIGKILLWithWaitingAndMidStepExecutions(t *testing.T) {
+	t.Parallel()
+	const (
+		midStep   = 20
+		waitLong  = 150
+		waitShort = 50
+		total     = midStep + waitLong + waitShort
+	)
+	var (
+		released atomic.Bool
+		entered  atomic.Int32
+		mu       sync.Mutex
+		calls    = map[string]int{} // tool calls per execution after release
+	)
+	tool := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body struct {
+			Inputs map[string]any `json:"inputs"`
+		}
+		_ = json.NewDecoder(r.Body).Decode(&body)
+		n, _ := body.Inputs["n"].(string)
+		if !released.Load() {
+			entered.Add(1)
+			<-r.Context().Done() // in flight until the server dies
+			return
+		}
+		mu.Lock()
+		calls[n]++
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"ok": true}`))
+	}))
+	t.Cleanup(tool.Close)
+
+	url := pgtest.NewDatabase(t)
+	cfgPath := filepath.Join(t.TempDir(), "baton.json5")
+	require.NoError(t, os.WriteFile(cfgPath, []byte(fmt.Sprintf(`{agents: {defaults: {maxConcurrent: 400}}, tools: {slow: {type: "http", url: %q, timeout: "50s", retry: {max: 0}}}}`, tool.URL)), 0o600))
+	env := []string{"DATABASE_URL=" + url, "BATON_CONFIG=" + cfgPath}
+	pool, err := pgxpool.New(context.Background(), url)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	count := func(sql string, args ...any) int {
+		var n int
+		require.NoError(t, pool.QueryRow(context.Background(), sql, args...).Scan(&n))
+		return n
+	}
+
+	first := startServer(t, env)
+	for _, def := range crashFlows() {
+		var payload map[string]any
+		require.NoError(t, json.Unmarshal([]byte(def), &payload))
+		status, body := first.post(t, "/api/v1/workflow/definitions", payload)
+		require.Equal(t, http.StatusCreated, status, "%s", body)
+	}
+	kind := func(i int) string {
+		switch {
+		case i < midStep:
+			return "midstep"
+		case i < midStep+waitLong:
+			return "waitlong"
+		default:
+			return "waitshort"
+		}
+	}
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 8)
+	for i := range total {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			id := fmt.Sprintf("%s-%03d", kind(i), i)
+			status, body := first.post(t, "/api/v1/workflow/execute", map[string]any{
+				"workflow_id": kind(i), "execution_id": id, "thread_id": "th-" + id, "input": map[string]any{"n": id}})
+			require.Equal(t, http.StatusAccepted, status, "%s", body)
+		}()
+	}
+	wg.Wait()
+
+	// Quiet point: every tool call in flight, every wait entered, every
+	// first message delivered.
+	require.Eventually(t, func() bool {
+		return entered.Load() == midStep &&
+			count(`SELECT count(*) FROM agent_execution WHERE status = 'waiting'`) == waitLong+waitShort &&
+			count(`SELECT count(*) FROM thread_message WHERE direction = 'out' AND status = 'delivered'`) == total
+	}, 60*time.Second, 50*time.Millisecond, "entered %d", entered.Load())
+	first.kill(t)
+	released.Store(true)
+
+	second := startServer(t, env)
+	for i := midStep; i < midStep+waitLong; i++ {
+		id := fmt.Sprintf("%s-%03d", kind(i), i)
+		status, body := second.post(t, "/api/v1/events", map[string]any{
+			"event_type": "EVENT_COMPLETED", "event_id": "e-" + id, "execution_id": id, "data": map[string]any{"event_id": "ev"}})
+		require.Equal(t, http.StatusAccepted, status, "%s", body)
+	}
+	require.Eventually(t, func() bool {
+		return count(`SELECT count(*) FROM agent_execution WHERE status = 'completed'`) == total &&
+			count(`SELECT count(*) FROM thread_message WHERE direction = 'out' AND status = 'delivered'`) == 2*total
+	}, 150*time.Second, 200*time.Millisecond, "completed %d of %d",
+		count(`SELECT count(*) FROM agent_execution WHERE status = 'completed'`), total)
+
+	// Each execution ended the way its kind says.
+	require.Equal(t, waitShort, count(`SELECT count(*) FROM agent_execution WHERE workflow_id = 'waitshort' AND (variables->>'timedOut')::boolean`))
+	require.Equal(t, waitLong, count(`SELECT count(*) FROM agent_execution WHERE workflow_id = 'waitlong' AND NOT (variables->>'timedOut')::boolean`))
+	require.Equal(t, total, count(`SELECT count(*) FROM execution_event WHERE action = 'workflow.completed'`), "one completion per execution")
+
+	// Every outbound message exists exactly once, with the expected text.
+	rows, err := pool.Query(context.Background(), `
+		SELECT x.execution_id, m.body, m.id FROM thread_message m JOIN agent_execution x ON x.id = m.execution_id
+		WHERE m.direction = 'out' ORDER BY x.execution_id, m.id`)
+	require.NoError(t, err)
+	bodies := map[string][]string{}
+	ids := map[int64]bool{}
+	for rows.Next() {
+		var x, body string
+		var id int64
+		require.NoError(t, rows.Scan(&x, &body, &id))
+		bodies[x] = append(bodies[x], body)
+		ids[id] = true
+	}
+	require.NoError(t, rows.Err())
+	require.Len(t, bodies, total)
+	after := map[string]string{"midstep": "despues", "waitlong": "adios", "waitshort": "tarde"}
+	for i := range total {
+		id := fmt.Sprintf("%s-%03d", kind(i), i)
+		require.Equal(t, []string{"antes " + id, after[kind(i)] + " " + id}, bodies[id])
+	}
+
+	// Every message was delivered exactly once across both processes: the
+	// first had delivered all it had before it died.
+	delivered := first.deliveredIDs()
+	for id, n := range second.deliveredIDs() {
+		delivered[id] += n
+	}
+	require.Len(t, delivered, 2*total)
+	for id, n := range delivered {
+		require.True(t, ids[id], "delivered message %d is not in the outbox", id)
+		require.Equal(t, 1, n, "message %d delivered %d times", id, n)
+	}
+
+	// Each interrupted tool call was made again exactly once.
+	mu.Lock()
+	defer mu.Unlock()
+	require.Len(t, calls, midStep)
+	for n, c := range calls {
+		require.Equal(t, 1, c, "tool called %d times for %s after the restart", c, n)
+		require.True(t, strings.HasPrefix(n, "midstep-"))
+	}
+}

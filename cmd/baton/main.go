@@ -1,0 +1,74 @@
+// Command baton runs Baton: conversational agent executions, durable on
+// PostgreSQL.
+//
+//	baton serve     API and workers
+//	baton migrate   apply River's and Baton's migrations
+//	baton dev       a private PostgreSQL (unless DATABASE_URL is set), migrated, with an example workflow, served without auth
+//	baton token     mint an API token
+//	baton bench     measure Baton against bare River and the commit rate
+//	baton monitor   the monitoring views as tables (--watch, --json)
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			os.Exit(0)
+		}
+		fmt.Fprintln(os.Stderr, "baton:", err)
+		os.Exit(1)
+	}
+}
+
+const usage = `usage: baton <command> [flags]
+
+commands:
+  serve     run the API and the workers (needs BATON_JWT_SECRET unless --insecure-no-auth)
+  migrate   apply River's and Baton's migrations
+  dev       run Baton locally: a private PostgreSQL unless DATABASE_URL is set, migrated, an example workflow, no auth
+  demo      play the seeds' recruiting story end to end and print what the candidate saw
+  token     mint an API token: baton token --tenant T [--scope "workflows:read monitor:read"]
+  bench     measure Baton against bare River and the commit rate, on a database of its own (DATABASE_URL, else a private PostgreSQL)
+  monitor   the monitoring views as tables: baton monitor [--tenant T] [--watch [interval]] [--json]
+
+Run "baton <command> -h" for a command's flags.`
+
+func run(ctx context.Context, args []string) error {
+	if len(args) == 0 {
+		fmt.Fprintln(os.Stderr, usage)
+		return fmt.Errorf("no command given")
+	}
+	switch args[0] {
+	case "serve":
+		return cmdServe(ctx, args[1:])
+	case "migrate":
+		return cmdMigrate(ctx, args[1:])
+	case "dev":
+		return cmdDev(ctx, args[1:])
+	case "demo":
+		return cmdDemo(ctx, args[1:], os.Stdout)
+	case "token":
+		return cmdToken(args[1:])
+	case "bench":
+		return cmdBench(ctx, args[1:], os.Stdout)
+	case "monitor":
+		return cmdMonitor(ctx, args[1:])
+	case "help", "-h", "--help":
+		fmt.Println(usage)
+		return nil
+	default:
+		fmt.Fprintln(os.Stderr, usage)
+		return fmt.Errorf("unknown command %q", args[0])
+	}
+}

@@ -1,0 +1,291 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/batonrun/baton/config"
+	"github.com/batonrun/baton/db"
+	"github.com/batonrun/baton/engine"
+	"github.com/batonrun/baton/httpapi"
+	"github.com/batonrun/baton/jobs"
+	"github.com/batonrun/baton/live"
+	"github.com/batonrun/baton/metrics"
+)
+
+// defaultPoolSize is the pool size when DATABASE_URL sets no pool_max_conns.
+const defaultPoolSize = 40
+
+// serveConfig is what serve and dev share.
+type serveConfig struct {
+	addr        string
+	databaseURL string
+	jwtSecret   string
+	insecure    bool
+	migrate     bool
+	logFormat   string
+	logLevel    string
+	rescueAfter time.Duration
+	// configPath is the config file (BATON_CONFIG); empty means defaults.
+	configPath string
+	// lockTimeout overrides the file's locks.timeout when set (flag, else
+	// BATON_LOCK_TIMEOUT).
+	lockTimeout time.Duration
+	// ready is called with the listening address once the server accepts
+	// connections.
+	ready func(addr string)
+	// prepare runs once the engine exists, before serving (dev stores its
+	// example there).
+	prepare func(ctx context.Context, eng *engine.Engine) error
+}
+
+// loadConfig reads the config file, or the defaults when there is none, and
+// lays the flags and environment over it (flags > env > file).
+func (c *serveConfig) loadConfig() (*config.Config, error) {
+	file := config.Default()
+	if c.configPath != "" {
+		var err error
+		if file, err = config.Load(c.configPath); err != nil {
+			return nil, err
+		}
+	}
+	if c.lockTimeout > 0 {
+		file.Locks.Timeout = config.Duration(c.lockTimeout)
+	}
+	return file, nil
+}
+
+func envOr(key, fallback string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return fallback
+}
+
+func (c *serveConfig) flags(fs *flag.FlagSet) {
+	fs.StringVar(&c.addr, "addr", envOr("BATON_ADDR", "127.0.0.1:8080"), "listen address (BATON_ADDR)")
+	fs.StringVar(&c.databaseURL, "database-url", os.Getenv("DATABASE_URL"), "PostgreSQL connection string (DATABASE_URL)")
+	fs.StringVar(&c.logFormat, "log-format", envOr("BATON_LOG_FORMAT", "json"), "log format: json or text (BATON_LOG_FORMAT)")
+	fs.StringVar(&c.logLevel, "log-level", envOr("BATON_LOG_LEVEL", "info"), "log level: debug, info, warn, error (BATON_LOG_LEVEL)")
+	fs.StringVar(&c.configPath, "config", os.Getenv("BATON_CONFIG"), "config file, JSON5 (BATON_CONFIG)")
+	lockDefault, _ := time.ParseDuration(os.Getenv("BATON_LOCK_TIMEOUT"))
+	fs.DurationVar(&c.lockTimeout, "lock-timeout", lockDefault, "stale-lock age; overrides the config file's locks.timeout (BATON_LOCK_TIMEOUT)")
+	fs.DurationVar(&c.rescueAfter, "rescue-after", jobs.DefaultRescueStuckJobsAfter, "how long a running step may go before River hands it to another worker (must be over 60s); a dead worker's step is taken again within this plus about 50s (under 2 minutes with the default)")
+}
+
+func cmdServe(ctx context.Context, args []string) error {
+	var c serveConfig
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	c.flags(fs)
+	fs.BoolVar(&c.insecure, "insecure-no-auth", false, "serve without authentication (X-Tenant-ID alone names the tenant); never in production")
+	fs.BoolVar(&c.migrate, "migrate", false, "apply migrations before serving")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	c.jwtSecret = os.Getenv("BATON_JWT_SECRET")
+	if c.jwtSecret == "" && !c.insecure {
+		return errors.New("BATON_JWT_SECRET is not set: set it, or pass --insecure-no-auth to serve without authentication")
+	}
+	if c.databaseURL == "" {
+		return errors.New("DATABASE_URL is not set (baton dev starts a private PostgreSQL for local use)")
+	}
+	return serve(ctx, c)
+}
+
+func newLogger(format, level string) *slog.Logger {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		lv = slog.LevelInfo
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	if format == "text" {
+		return slog.New(slog.NewTextHandler(os.Stderr, opts))
+	}
+	return slog.New(slog.NewJSONHandler(os.Stderr, opts))
+}
+
+// serve runs the API and the workers until ctx ends.
+func serve(ctx context.Context, c serveConfig) error {
+	logger := newLogger(c.logFormat, c.logLevel)
+	poolCfg, err := pgxpool.ParseConfig(c.databaseURL)
+	if err != nil {
+		return fmt.Errorf("parsing DATABASE_URL: %w", err)
+	}
+	if !strings.Contains(c.databaseURL, "pool_max_conns") {
+		// River's workers, the HTTP handlers and the listener share this
+		// pool; pgxpool's default (max(4, cores)) starves them.
+		poolCfg.MaxConns = defaultPoolSize
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, poolCfg)
+	if err != nil {
+		return fmt.Errorf("connecting to the database: %w", err)
+	}
+	defer pool.Close()
+	if c.migrate {
+		if err := db.Migrate(ctx, pool, logger); err != nil {
+			return err
+		}
+	}
+	if err := db.CheckMigrated(ctx, pool); err != nil {
+		return fmt.Errorf("%w: run \"baton migrate\" first", err)
+	}
+	file, err := c.loadConfig()
+	if err != nil {
+		return err
+	}
+	tools := engine.NewTools()
+	if err := file.RegisterTools(tools); err != nil {
+		return err
+	}
+	secret := os.Getenv("BATON_CALLBACK_SECRET")
+	if secret == "" && len(file.Callbacks.AllowHosts) > 0 {
+		logger.Warn("BATON_CALLBACK_SECRET is not set: callbacks are signed with an empty key")
+	}
+	channel, err := outboundChannel(file, logger)
+	if err != nil {
+		return err
+	}
+	reg := metrics.New(metrics.Config{Pool: pool, Logger: logger})
+	reg.WatchBreakers(tools)
+	eng, err := engine.New(engine.Config{
+		Pool: pool, Logger: logger, Tools: tools, Metrics: reg, Channel: channel,
+		CallbackAllowHosts: file.Callbacks.AllowHosts, CallbackSecret: []byte(secret),
+		LockTimeout: time.Duration(file.Locks.Timeout),
+		LaneLimits:  file.LaneLimits(),
+		Queue: engine.QueueConfig{Mode: file.Messages.Queue.Mode, DebounceMS: file.Messages.Queue.DebounceMS,
+			Cap: file.Messages.Queue.Cap, Drop: file.Messages.Queue.Drop, ByChannel: file.Messages.Queue.ByChannel},
+	})
+	if err != nil {
+		return err
+	}
+	hub, err := live.NewHub(live.Config{Pool: pool, Logger: logger})
+	if err != nil {
+		return err
+	}
+	if c.prepare != nil {
+		if err := c.prepare(ctx, eng); err != nil {
+			return err
+		}
+	}
+	client, err := jobs.NewClient(pool, jobs.Config{Engine: eng, Logger: logger, RescueStuckJobsAfter: c.rescueAfter})
+	if err != nil {
+		return err
+	}
+	api, err := httpapi.New(httpapi.Config{
+		Engine: eng, Pool: pool, JWTSecret: []byte(c.jwtSecret), Insecure: c.insecure, Logger: logger,
+		Hub: hub, Metrics: reg.Handler(),
+	})
+	if err != nil {
+		return err
+	}
+	if err := client.Start(ctx); err != nil {
+		return fmt.Errorf("starting River: %w", err)
+	}
+	hub.Start()
+	defer hub.Stop() // after Shutdown: ends the WebSocket streams it left open
+	ln, err := net.Listen("tcp", c.addr)
+	if err != nil {
+		return fmt.Errorf("listening on %s: %w", c.addr, err)
+	}
+	srv := &http.Server{Handler: api.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	logger.Info("baton serving", "addr", ln.Addr().String(), "auth", !c.insecure)
+	if c.ready != nil {
+		c.ready(ln.Addr().String())
+	}
+
+	select {
+	case <-ctx.Done():
+	case err := <-errc:
+		if !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("serving: %w", err)
+		}
+	}
+	logger.Info("baton stopping")
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	_ = srv.Shutdown(shutdownCtx)
+	if err := client.Stop(shutdownCtx); err != nil {
+		_ = client.StopAndCancel(shutdownCtx)
+	}
+	return nil
+}
+
+func cmdMigrate(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
+	databaseURL := fs.String("database-url", os.Getenv("DATABASE_URL"), "PostgreSQL connection string (DATABASE_URL)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *databaseURL == "" {
+		return errors.New("DATABASE_URL is not set")
+	}
+	pool, err := pgxpool.New(ctx, *databaseURL)
+	if err != nil {
+		return fmt.Errorf("connecting to the database: %w", err)
+	}
+	defer pool.Close()
+	logger := newLogger("text", "info")
+	if err := db.Migrate(ctx, pool, logger); err != nil {
+		return err
+	}
+	fmt.Println("migrations applied")
+	return nil
+}
+
+func cmdToken(args []string) error {
+	fs := flag.NewFlagSet("token", flag.ContinueOnError)
+	tenant := fs.String("tenant", "", "tenant the token is for (required)")
+	subject := fs.String("sub", "baton-cli", "subject of the token")
+	scope := fs.String("scope", "", `space-separated scopes (default "workflows:read workflows:write")`)
+	ttl := fs.Duration("ttl", 24*time.Hour, "how long the token is valid")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	secret := os.Getenv("BATON_JWT_SECRET")
+	if secret == "" {
+		return errors.New("BATON_JWT_SECRET is not set")
+	}
+	var scopes []string
+	if *scope != "" {
+		scopes = splitFields(*scope)
+	}
+	tok, err := httpapi.MintToken([]byte(secret), *tenant, *subject, scopes, *ttl)
+	if err != nil {
+		return err
+	}
+	fmt.Println(tok)
+	return nil
+}
+
+// outboundChannel builds the channel adapter of the config file's
+// channels.default: the log (the default) or a webhook signed with
+// BATON_WEBHOOK_SECRET.
+func outboundChannel(file *config.Config, logger *slog.Logger) (engine.ChannelAdapter, error) {
+	ch := file.Channels["default"]
+	switch ch.Type {
+	case "", "log":
+		return &engine.LogChannel{Logger: logger}, nil
+	case "webhook":
+		if ch.URL == "" {
+			return nil, errors.New("channels.default is a webhook without a url")
+		}
+		secret := os.Getenv("BATON_WEBHOOK_SECRET")
+		if secret == "" {
+			logger.Warn("BATON_WEBHOOK_SECRET is not set: outbound webhooks are not signed")
+		}
+		return &engine.WebhookChannel{URL: ch.URL, Secret: []byte(secret)}, nil
+	}
+	return nil, fmt.Errorf("channels.default: unknown type %q", ch.Type)
+}

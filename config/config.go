@@ -1,0 +1,360 @@
+// Package config reads Baton's configuration file (BATON_CONFIG): JSON5, of
+// which plain JSON is a part, in the shape DESIGN.md "Configuration" gives.
+// It is parsed with github.com/titanous/json5 (a maintained, tagged fork of
+// the yosuke-furukawa decoder that follows the JSON5 spec: comments,
+// unquoted keys, trailing commas, single quotes), then decoded strictly into
+// typed structs with encoding/json so that unknown keys are errors.
+//
+// Precedence is flags, then environment variables, then this file; the
+// command line applies the first two over a loaded Config.
+package config
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/titanous/json5"
+
+	"github.com/batonrun/baton/engine"
+)
+
+// Config is the configuration file.
+type Config struct {
+	// Agents holds the limit of lane "main".
+	Agents Agents `json:"agents"`
+	// Lanes are the limits of other lanes; unlisted lanes get 1. Defaults:
+	// subagent 8, cron 2.
+	Lanes map[string]int `json:"lanes"`
+	// Locks configures thread locks.
+	Locks Locks `json:"locks"`
+	// Messages configures inbound message queueing.
+	Messages Messages `json:"messages"`
+	// Tools are the http and llm tools, by name.
+	Tools map[string]Tool `json:"tools"`
+	// Channels are the outbound channel adapters, by name.
+	Channels map[string]Channel `json:"channels"`
+	// Callbacks configures execution callbacks.
+	Callbacks Callbacks `json:"callbacks"`
+}
+
+// Agents holds agent defaults.
+type Agents struct {
+	Defaults struct {
+		// MaxConcurrent is the limit of lane "main". Default 4.
+		MaxConcurrent int `json:"maxConcurrent"`
+	} `json:"defaults"`
+}
+
+// Locks configures thread locks.
+type Locks struct {
+	// Timeout is the stale-lock age. Default 10m.
+	Timeout Duration `json:"timeout"`
+	// ReapInterval is how often stale locks are reaped. Default 30s.
+	ReapInterval Duration `json:"reapInterval"`
+}
+
+// Messages configures inbound messages.
+type Messages struct {
+	Queue Queue `json:"queue"`
+}
+
+// Queue is the global inbound queue settings (seed 004).
+type Queue struct {
+	// Mode is steer, followup, collect (default), steer-backlog, interrupt
+	// or queue.
+	Mode string `json:"mode"`
+	// DebounceMS is the debounce window. Default 1000.
+	DebounceMS int `json:"debounceMs"`
+	// Cap is the most messages queued per session. Default 20.
+	Cap int `json:"cap"`
+	// Drop is old, new or summarize (default).
+	Drop string `json:"drop"`
+	// ByChannel overrides Mode per channel.
+	ByChannel map[string]string `json:"byChannel"`
+}
+
+// Tool is an http or llm tool.
+type Tool struct {
+	// Type is "http" or "llm".
+	Type string `json:"type"`
+	// URL is an http tool's endpoint.
+	URL string `json:"url"`
+	// BaseURL is an llm tool's OpenAI-compatible API base (".../v1").
+	BaseURL string `json:"base_url"`
+	// Model is an llm tool's model.
+	Model string `json:"model"`
+	// APIKeyEnv names the environment variable holding an llm tool's key.
+	APIKeyEnv string `json:"api_key_env"`
+	// Timeout bounds a call when the node and workflow set none. Default:
+	// the engine's (30s).
+	Timeout Duration `json:"timeout"`
+	// Retry is the tool's retry policy; nil means the seed's per class.
+	Retry *Retry `json:"retry"`
+	// Breaker configures the tool's circuit breaker.
+	Breaker Breaker `json:"breaker"`
+}
+
+// Retry is a tool's retry policy.
+type Retry struct {
+	// Max is the number of retries after the first attempt.
+	Max int `json:"max"`
+	// Backoff is exponential (default) or linear.
+	Backoff string `json:"backoff"`
+	// Delay is the first retry's delay. Default 500ms.
+	Delay Duration `json:"delay"`
+}
+
+// Breaker configures a circuit breaker.
+type Breaker struct {
+	// Failures opens the breaker after that many consecutive failures.
+	// Default 5.
+	Failures int `json:"failures"`
+	// Cooldown is how long it stays open. Default 30s.
+	Cooldown Duration `json:"cooldown"`
+}
+
+// Channel is an outbound channel adapter.
+type Channel struct {
+	// Type is log (default) or webhook.
+	Type string `json:"type"`
+	// URL is a webhook channel's endpoint.
+	URL string `json:"url,omitempty"`
+}
+
+// Callbacks configures execution callbacks.
+type Callbacks struct {
+	// AllowHosts are the hosts callback_url may name ("*" for any,
+	// "*.example.com" for subdomains). Empty refuses every callback.
+	AllowHosts []string `json:"allowHosts"`
+}
+
+// Duration is a time.Duration written as a Go duration string ("10s") or a
+// number of milliseconds.
+type Duration time.Duration
+
+// UnmarshalJSON reads "10s" or 10000.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err == nil {
+		v, err := time.ParseDuration(s)
+		if err != nil {
+			return fmt.Errorf("invalid duration %q", s)
+		}
+		*d = Duration(v)
+		return nil
+	}
+	var ms float64
+	if err := json.Unmarshal(b, &ms); err != nil {
+		return fmt.Errorf("a duration is a string such as \"10s\" or a number of milliseconds")
+	}
+	*d = Duration(time.Duration(ms * float64(time.Millisecond)))
+	return nil
+}
+
+// Default returns the configuration used when there is no file.
+func Default() *Config {
+	c := &Config{}
+	c.applyDefaults()
+	return c
+}
+
+// Load reads and validates the file at path.
+func Load(path string) (*Config, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading config file: %w", err)
+	}
+	c, err := Parse(raw)
+	if err != nil {
+		return nil, fmt.Errorf("config file %s: %w", path, err)
+	}
+	return c, nil
+}
+
+// Parse decodes JSON5 text, applies defaults and validates it.
+func Parse(raw []byte) (*Config, error) {
+	var generic any
+	if err := json5.Unmarshal(raw, &generic); err != nil {
+		return nil, fmt.Errorf("not valid JSON5: %w", err)
+	}
+	if generic == nil {
+		generic = map[string]any{}
+	}
+	plain, err := json.Marshal(generic)
+	if err != nil {
+		return nil, fmt.Errorf("re-encoding: %w", err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(plain))
+	dec.DisallowUnknownFields()
+	c := &Config{}
+	if err := dec.Decode(c); err != nil {
+		return nil, err
+	}
+	c.applyDefaults()
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *Config) applyDefaults() {
+	if c.Agents.Defaults.MaxConcurrent == 0 {
+		c.Agents.Defaults.MaxConcurrent = 4
+	}
+	if c.Lanes == nil {
+		c.Lanes = map[string]int{}
+	}
+	for lane, n := range map[string]int{"subagent": 8, "cron": 2} {
+		if _, ok := c.Lanes[lane]; !ok {
+			c.Lanes[lane] = n
+		}
+	}
+	if c.Locks.Timeout == 0 {
+		c.Locks.Timeout = Duration(10 * time.Minute)
+	}
+	if c.Locks.ReapInterval == 0 {
+		c.Locks.ReapInterval = Duration(30 * time.Second)
+	}
+	q := &c.Messages.Queue
+	if q.Mode == "" {
+		q.Mode = "collect"
+	}
+	if q.DebounceMS == 0 {
+		q.DebounceMS = 1000
+	}
+	if q.Cap == 0 {
+		q.Cap = 20
+	}
+	if q.Drop == "" {
+		q.Drop = "summarize"
+	}
+	if c.Channels == nil {
+		c.Channels = map[string]Channel{"default": {Type: "log"}}
+	}
+}
+
+var queueModes = map[string]bool{"steer": true, "followup": true, "collect": true, "steer-backlog": true, "steer+backlog": true, "interrupt": true, "queue": true}
+
+// Validate reports every problem of the configuration at once.
+func (c *Config) Validate() error {
+	var problems []string
+	add := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+	if c.Agents.Defaults.MaxConcurrent < 1 {
+		add("agents.defaults.maxConcurrent must be at least 1")
+	}
+	for lane, n := range c.Lanes {
+		if n < 1 {
+			add("lanes.%s must be at least 1", lane)
+		}
+	}
+	if c.Locks.Timeout < 0 || c.Locks.ReapInterval < 0 {
+		add("locks durations must not be negative")
+	}
+	q := c.Messages.Queue
+	if !queueModes[q.Mode] {
+		add("messages.queue.mode %q is not steer, followup, collect, steer-backlog, interrupt or queue", q.Mode)
+	}
+	for ch, m := range q.ByChannel {
+		if !queueModes[m] {
+			add("messages.queue.byChannel.%s: unknown mode %q", ch, m)
+		}
+	}
+	if q.Drop != "old" && q.Drop != "new" && q.Drop != "summarize" {
+		add("messages.queue.drop %q is not old, new or summarize", q.Drop)
+	}
+	if q.DebounceMS < 0 || q.Cap < 0 {
+		add("messages.queue.debounceMs and cap must not be negative")
+	}
+	for _, name := range sortedKeys(c.Tools) {
+		t := c.Tools[name]
+		switch t.Type {
+		case engine.ToolTypeHTTP:
+			if !strings.HasPrefix(t.URL, "http://") && !strings.HasPrefix(t.URL, "https://") {
+				add("tools.%s.url must be an http(s) URL", name)
+			}
+		case engine.ToolTypeLLM:
+			if t.BaseURL == "" || t.Model == "" {
+				add("tools.%s: an llm tool needs base_url and model", name)
+			}
+		default:
+			add("tools.%s.type %q is not http or llm", name, t.Type)
+		}
+		if t.Timeout < 0 || time.Duration(t.Timeout) > engine.MaxToolTimeout {
+			add("tools.%s.timeout must be between 0 and %s", name, engine.MaxToolTimeout)
+		}
+		if r := t.Retry; r != nil {
+			if r.Max < 0 {
+				add("tools.%s.retry.max must not be negative", name)
+			}
+			if r.Backoff != "" && r.Backoff != engine.BackoffExponential && r.Backoff != engine.BackoffLinear {
+				add("tools.%s.retry.backoff %q is not exponential or linear", name, r.Backoff)
+			}
+		}
+		if t.Breaker.Failures < 0 || t.Breaker.Cooldown < 0 {
+			add("tools.%s.breaker values must not be negative", name)
+		}
+	}
+	for name, ch := range c.Channels {
+		if ch.Type != "" && ch.Type != "log" && ch.Type != "webhook" {
+			add("channels.%s.type %q is not log or webhook", name, ch.Type)
+		}
+	}
+	for _, h := range c.Callbacks.AllowHosts {
+		if h == "" || strings.ContainsAny(h, "/:") {
+			add("callbacks.allowHosts entry %q must be a host name (no scheme, port or path)", h)
+		}
+	}
+	if len(problems) > 0 {
+		return errors.New("invalid configuration: " + strings.Join(problems, "; "))
+	}
+	return nil
+}
+
+// ToolSpec returns the engine's spec of a configured tool.
+func (t Tool) ToolSpec() engine.ToolSpec {
+	spec := engine.ToolSpec{
+		Type: t.Type, URL: t.URL, BaseURL: t.BaseURL, Model: t.Model, APIKeyEnv: t.APIKeyEnv,
+		Timeout: time.Duration(t.Timeout),
+		Breaker: engine.BreakerSettings{Failures: t.Breaker.Failures, Cooldown: time.Duration(t.Breaker.Cooldown)},
+	}
+	if t.Retry != nil {
+		spec.Retry = &engine.RetryPolicy{Max: t.Retry.Max, Backoff: t.Retry.Backoff, DelayMS: time.Duration(t.Retry.Delay).Milliseconds()}
+	}
+	return spec
+}
+
+// RegisterTools registers every configured tool in tools, beside any Go
+// tools already there (a configured tool replaces a Go tool of its name).
+func (c *Config) RegisterTools(tools *engine.Tools) error {
+	for _, name := range sortedKeys(c.Tools) {
+		if err := tools.RegisterSpec(name, c.Tools[name].ToolSpec()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// LaneLimits returns the lanes' limits for engine.Config.LaneLimits:
+// agents.defaults.maxConcurrent as "main" and every lanes entry.
+func (c *Config) LaneLimits() map[string]int {
+	out := map[string]int{engine.LaneMain: c.Agents.Defaults.MaxConcurrent}
+	for k, v := range c.Lanes {
+		out[k] = v
+	}
+	return out
+}

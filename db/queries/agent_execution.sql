@@ -1,0 +1,204 @@
+-- name: ExecutionInsert :one
+INSERT INTO agent_execution (
+    tenant_id, execution_id, workflow_id, version, status, lane, thread_id,
+    parent_execution_id, can_inherit_lock, restarted_from, current_node_id,
+    input, context, variables, correlation_id, idempotency_key, callback_url,
+    priority, total_steps, event_data
+) VALUES (
+    @tenant_id, @execution_id, @workflow_id, @version, 'pending', @lane, @thread_id,
+    sqlc.narg('parent_execution_id'), @can_inherit_lock, sqlc.narg('restarted_from'), @current_node_id,
+    @input, @context, @variables, @correlation_id,
+    sqlc.narg('idempotency_key'), sqlc.narg('callback_url'),
+    @priority, @total_steps, sqlc.narg('event_data')
+)
+RETURNING *;
+
+-- name: ExecutionGetByID :one
+SELECT * FROM agent_execution WHERE id = @id::bigint;
+
+-- name: ExecutionGetByExecutionID :one
+SELECT * FROM agent_execution WHERE tenant_id = @tenant_id::text AND execution_id = @execution_id::text;
+
+-- name: ExecutionViewByExecutionID :one
+SELECT sqlc.embed(e), t.thread_id AS thread_key, p.execution_id AS parent_key, r.execution_id AS restarted_from_key
+FROM agent_execution e
+JOIN thread t ON t.id = e.thread_id
+LEFT JOIN agent_execution p ON p.id = e.parent_execution_id
+LEFT JOIN agent_execution r ON r.id = e.restarted_from
+WHERE e.tenant_id = @tenant_id::text AND e.execution_id = @execution_id::text;
+
+-- name: ExecutionViewList :many
+SELECT sqlc.embed(e), t.thread_id AS thread_key, p.execution_id AS parent_key, r.execution_id AS restarted_from_key
+FROM agent_execution e
+JOIN thread t ON t.id = e.thread_id
+LEFT JOIN agent_execution p ON p.id = e.parent_execution_id
+LEFT JOIN agent_execution r ON r.id = e.restarted_from
+WHERE e.tenant_id = @tenant_id::text
+  AND (sqlc.narg('status')::text IS NULL OR e.status = sqlc.narg('status')::text::execution_status)
+  AND (sqlc.narg('workflow_id')::text IS NULL OR e.workflow_id = sqlc.narg('workflow_id')::text)
+  -- A thread and a parent belong to their execution's tenant; saying so lets
+  -- the (tenant_id, thread_id) and (tenant_id, execution_id) keys find them.
+  AND (sqlc.narg('thread_key')::text IS NULL OR (t.tenant_id = @tenant_id::text AND t.thread_id = sqlc.narg('thread_key')::text))
+  AND (sqlc.narg('parent_key')::text IS NULL OR (p.tenant_id = @tenant_id::text AND p.execution_id = sqlc.narg('parent_key')::text))
+  AND (sqlc.narg('before_id')::bigint IS NULL OR e.id < sqlc.narg('before_id')::bigint)
+ORDER BY e.id DESC
+LIMIT @max::integer;
+
+-- name: ExecutionLockForStep :one
+-- Takes the execution for one step: only while it is running and its
+-- checkpoint is the one the step job expects.
+SELECT *
+FROM agent_execution
+WHERE id = @id::bigint
+  AND status = 'running'
+  AND step_seq = @step_seq::bigint
+FOR UPDATE;
+
+-- name: ExecutionStart :one
+UPDATE agent_execution
+SET status = 'running',
+    started_at = coalesce(started_at, now()),
+    current_step_started_at = now(),
+    step_seq = step_seq + 1,
+    updated_at = now()
+WHERE id = @id::bigint
+  AND status = 'pending'
+RETURNING *;
+
+-- name: ExecutionCheckpoint :one
+UPDATE agent_execution
+SET current_node_id = @current_node_id::text,
+    current_step_started_at = now(),
+    variables = @variables::jsonb,
+    node_path = @node_path::text[],
+    steps_completed = @steps_completed::integer,
+    total_steps = @total_steps::integer,
+    node_attempt = 0,
+    step_seq = step_seq + 1,
+    updated_at = now()
+WHERE id = @id::bigint
+  AND status = 'running'
+  AND step_seq = @step_seq::bigint
+RETURNING *;
+
+-- name: ExecutionFinishStep :one
+-- Ends a running execution from its step: completed or failed.
+UPDATE agent_execution
+SET status = @status::execution_status,
+    current_node_id = @current_node_id::text,
+    variables = @variables::jsonb,
+    node_path = @node_path::text[],
+    steps_completed = @steps_completed::integer,
+    total_steps = @total_steps::integer,
+    result_type = @result_type::text,
+    result_summary = sqlc.narg('result_summary')::text,
+    result = sqlc.narg('result')::jsonb,
+    error_code = sqlc.narg('error_code')::text,
+    error_message = sqlc.narg('error_message')::text,
+    failed_node_id = sqlc.narg('failed_node_id')::text,
+    error_details = sqlc.narg('error_details')::jsonb,
+    node_attempt = 0,
+    step_seq = step_seq + 1,
+    completed_at = now(),
+    updated_at = now()
+WHERE id = @id::bigint
+  AND status = 'running'
+  AND step_seq = @step_seq::bigint
+RETURNING *;
+
+-- name: ExecutionFail :one
+-- Fails a live execution from outside its step (a step job that ran out of
+-- attempts).
+UPDATE agent_execution
+SET status = 'failed',
+    result_type = 'failure',
+    error_code = @error_code::text,
+    error_message = @error_message::text,
+    failed_node_id = current_node_id,
+    waiting_for = NULL,
+    step_seq = step_seq + 1,
+    completed_at = now(),
+    updated_at = now()
+WHERE id = @id::bigint
+  AND status IN ('pending', 'running', 'waiting')
+  AND (sqlc.narg('step_seq')::bigint IS NULL OR step_seq = sqlc.narg('step_seq')::bigint)
+RETURNING *;
+
+-- name: ExecutionCancel :one
+UPDATE agent_execution
+SET status = 'cancelled',
+    result_type = 'cancelled',
+    result_summary = @result_summary::text,
+    cancelled_by = @cancelled_by::text,
+    cancel_reason = sqlc.narg('cancel_reason')::text,
+    waiting_for = NULL,
+    step_seq = step_seq + 1,
+    completed_at = now(),
+    updated_at = now()
+WHERE id = @id::bigint
+  AND status IN ('pending', 'running', 'waiting')
+RETURNING *;
+
+-- name: ExecutionAncestors :many
+-- The execution and its ancestors, nearest first, with whether each lets a
+-- lock pass down to it.
+WITH RECURSIVE chain AS (
+    SELECT e.id, e.parent_execution_id, e.can_inherit_lock, 0 AS depth
+    FROM agent_execution e
+    WHERE e.id = @id::bigint
+    UNION ALL
+    SELECT p.id, p.parent_execution_id, p.can_inherit_lock, c.depth + 1
+    FROM agent_execution p
+    JOIN chain c ON p.id = c.parent_execution_id
+    WHERE c.depth < 64
+)
+SELECT chain.id, chain.can_inherit_lock, chain.depth::integer AS depth
+FROM chain
+ORDER BY chain.depth;
+
+-- name: ExecutionSetLockInheritedFrom :exec
+UPDATE agent_execution
+SET lock_inherited_from = @lock_inherited_from::bigint
+WHERE id = @id::bigint;
+
+-- name: ExecutionToolRetry :one
+-- Records a failed, retryable tool call of the current task node: bumps the
+-- per-node attempt counter while keeping step_seq, so the snoozed step job
+-- that retries the call still matches the checkpoint. Only the caller that
+-- saw node_attempt at @node_attempt wins.
+UPDATE agent_execution
+SET node_attempt = node_attempt + 1,
+    updated_at = now()
+WHERE id = @id::bigint
+  AND status = 'running'
+  AND step_seq = @step_seq::bigint
+  AND node_attempt = @node_attempt::integer
+RETURNING *;
+
+-- name: ExecutionLockFamily :many
+-- The executions that talk as one voice with @id on a thread: up through its
+-- ancestors while each link lets the lock pass down (can_inherit_lock), then
+-- down from that root through every inheriting child. Shallowest first.
+WITH RECURSIVE up AS (
+    SELECT e.id, e.parent_execution_id, e.can_inherit_lock, 0 AS height
+    FROM agent_execution e
+    WHERE e.id = @id::bigint
+    UNION ALL
+    SELECT p.id, p.parent_execution_id, p.can_inherit_lock, up.height + 1
+    FROM agent_execution p
+    JOIN up ON p.id = up.parent_execution_id
+    WHERE up.can_inherit_lock AND up.height < 64
+),
+down AS (
+    SELECT e.id, e.parent_execution_id, e.status, 0 AS depth
+    FROM agent_execution e
+    WHERE e.id = (SELECT up.id FROM up ORDER BY up.height DESC LIMIT 1)
+    UNION ALL
+    SELECT c.id, c.parent_execution_id, c.status, down.depth + 1
+    FROM agent_execution c
+    JOIN down ON c.parent_execution_id = down.id
+    WHERE c.can_inherit_lock AND down.depth < 64
+)
+SELECT down.id, down.parent_execution_id, down.status, down.depth::integer AS depth
+FROM down
+ORDER BY down.depth, down.id;

@@ -1,0 +1,98 @@
+-- name: LaneSetLimit :exec
+-- Stores the configured limit of a lane whose row the caller holds.
+UPDATE lane SET max_concurrent = @max_concurrent::integer, updated_at = now()
+WHERE tenant_id = @tenant_id::text AND name = @name::text;
+
+-- name: LaneEnsure :exec
+-- Creates a lane row on first use with its default limit.
+INSERT INTO lane (tenant_id, name, max_concurrent)
+VALUES (@tenant_id::text, @name::text, @max_concurrent::integer)
+ON CONFLICT (tenant_id, name) DO NOTHING;
+
+-- name: LaneLock :one
+-- Takes a lane row, waiting for it: only for transactions that hold no
+-- thread or execution row yet (DESIGN.md, "Lock order").
+SELECT * FROM lane WHERE tenant_id = @tenant_id::text AND name = @name::text FOR UPDATE;
+
+-- name: LaneTryLock :one
+-- Takes a lane row if no other transaction holds it; no row means it is
+-- held. A transaction that already holds thread rows may only take lane
+-- rows this way.
+SELECT * FROM lane WHERE tenant_id = @tenant_id::text AND name = @name::text FOR UPDATE SKIP LOCKED;
+
+-- name: LaneCountRunning :one
+SELECT count(*)::integer FROM agent_execution WHERE lane = @lane::text AND status = 'running';
+
+-- name: SessionCountRunning :one
+SELECT count(*)::integer FROM agent_execution
+WHERE tenant_id = @tenant_id::text AND session_key = @session_key::text AND status = 'running';
+
+-- name: LanePendingCandidates :many
+-- The lane's pending executions in admission order (resumed ones first,
+-- then oldest first), skipping rows another transaction holds.
+SELECT * FROM agent_execution
+WHERE lane = @lane::text AND status = 'pending'
+ORDER BY admit_first DESC, queued_at, id
+LIMIT @max::integer
+FOR UPDATE SKIP LOCKED;
+
+-- name: ExecutionAdmit :one
+-- pending → running: the lane admitted it.
+UPDATE agent_execution
+SET status = 'running',
+    -- clock_timestamp: admissions of a lane are serialized by its row
+    -- lock, so their start times follow admission order.
+    started_at = coalesce(started_at, clock_timestamp()),
+    current_step_started_at = clock_timestamp(),
+    admit_first = false,
+    step_seq = step_seq + 1,
+    updated_at = now()
+WHERE id = @id::bigint
+  AND status = 'pending'
+RETURNING *;
+
+-- name: ExecutionRequeue :one
+-- running → pending with priority: a resumed execution whose lane or
+-- session is full waits for admission ahead of new work.
+UPDATE agent_execution
+SET status = 'pending',
+    admit_first = true,
+    queued_at = now(),
+    updated_at = now()
+WHERE id = @id::bigint
+  AND status = 'running'
+RETURNING *;
+
+-- name: LaneArmDispatch :one
+-- Marks a lane.dispatch as enqueued; no row means one already is.
+UPDATE lane
+SET dispatch_pending = true, dispatch_pending_since = now()
+WHERE tenant_id = '' AND name = @name::text AND NOT dispatch_pending
+RETURNING name;
+
+-- name: LaneDisarmDispatch :exec
+UPDATE lane SET dispatch_pending = false, dispatch_pending_since = NULL
+WHERE tenant_id = '' AND name = @name::text;
+
+-- name: LaneListNeedingDispatch :many
+-- Global lanes with a free slot and eligible pending work, or whose
+-- dispatch has been pending too long (its job was lost).
+SELECT l.name
+FROM lane l
+WHERE l.tenant_id = ''
+  AND ((NOT l.dispatch_pending
+        AND EXISTS (SELECT 1 FROM agent_execution x WHERE x.lane = l.name AND x.status = 'pending'
+                    AND x.queued_at < now() - make_interval(secs => @idle_seconds::double precision))
+        AND (SELECT count(*) FROM agent_execution x WHERE x.lane = l.name AND x.status = 'running') < l.max_concurrent)
+    OR (l.dispatch_pending AND l.dispatch_pending_since < now() - make_interval(secs => @rearm_after_seconds::double precision)))
+ORDER BY l.name;
+
+-- name: MonitorLaneList :many
+SELECT lane::text AS lane, max_concurrent::integer AS max_concurrent, running::bigint AS running,
+       pending::bigint AS pending, oldest_pending_age_ms::bigint AS oldest_pending_age_ms
+FROM monitor_lanes
+WHERE tenant_id = '' OR tenant_id = @tenant_id::text
+ORDER BY lane;
+
+-- name: ExecutionSetSession :exec
+UPDATE agent_execution SET session_key = @session_key::text WHERE id = @id::bigint;

@@ -1,0 +1,94 @@
+-- name: ThreadEnsure :one
+-- Returns the thread named thread_id, creating it on first use.
+INSERT INTO thread (tenant_id, thread_id, channel, contact)
+VALUES (@tenant_id::text, @thread_id::text, @channel::text, @contact::text)
+ON CONFLICT (tenant_id, thread_id) DO UPDATE SET thread_id = excluded.thread_id
+RETURNING *;
+
+-- name: ThreadGetByID :one
+SELECT * FROM thread WHERE id = @id::bigint;
+
+-- name: ThreadLock :one
+SELECT * FROM thread WHERE id = @id::bigint FOR UPDATE;
+
+-- name: ThreadGetByThreadID :one
+SELECT * FROM thread WHERE tenant_id = @tenant_id::text AND thread_id = @thread_id::text;
+
+-- name: ThreadUpsertByContact :one
+-- Creates the thread of a (channel, contact) or updates its default workflow.
+INSERT INTO thread (tenant_id, thread_id, channel, contact, default_workflow_id)
+VALUES (@tenant_id::text, @thread_id::text, @channel::text, @contact::text, sqlc.narg('default_workflow_id')::text)
+ON CONFLICT (tenant_id, channel, contact) DO UPDATE
+SET default_workflow_id = coalesce(excluded.default_workflow_id, thread.default_workflow_id),
+    updated_at = now()
+RETURNING *, (xmax = 0)::boolean AS created;
+
+-- name: ThreadSetLock :exec
+UPDATE thread
+SET active_execution_id = @execution_id::bigint,
+    execution_locked_at = now(),
+    updated_at = now()
+WHERE id = @id::bigint;
+
+-- name: ThreadClearLock :exec
+UPDATE thread
+SET active_execution_id = NULL,
+    execution_locked_at = NULL,
+    updated_at = now()
+WHERE id = @id::bigint;
+
+-- name: ThreadArmDrain :one
+-- Marks a drain as enqueued; no row means one already is.
+UPDATE thread
+SET drain_pending = true,
+    drain_pending_since = now(),
+    drain_requested = false
+WHERE id = @id::bigint
+  AND NOT drain_pending
+RETURNING id;
+
+-- name: ThreadDisarmDrain :exec
+UPDATE thread
+SET drain_pending = false,
+    drain_pending_since = NULL
+WHERE id = @id::bigint;
+
+-- name: ThreadListNeedingDrain :many
+-- Threads flagged by cleanup_stale_locks(), and threads whose drain job has
+-- been pending for too long (its job was lost): the lock reaper drains them.
+SELECT id
+FROM thread
+WHERE drain_requested
+   OR (drain_pending AND drain_pending_since < now() - make_interval(secs => @rearm_after_seconds::double precision))
+ORDER BY id
+LIMIT @max::integer
+FOR UPDATE SKIP LOCKED;
+
+-- name: ThreadForceRearmDrain :exec
+UPDATE thread
+SET drain_pending = true,
+    drain_pending_since = now(),
+    drain_requested = false
+WHERE id = @id::bigint;
+
+-- name: ThreadCleanupStaleLocks :many
+SELECT s.tenant_id::text AS tenant_id, s.thread_id::text AS thread_id
+FROM cleanup_stale_locks(make_interval(secs => @lock_timeout_seconds::double precision)) s;
+
+-- name: ActiveLockList :many
+SELECT *
+FROM monitor_active_locks
+WHERE tenant_id = @tenant_id::text
+  AND (NOT @stale_only::boolean OR execution_locked_at < now() - make_interval(secs => @lock_timeout_seconds::double precision))
+ORDER BY execution_locked_at
+LIMIT @max::integer;
+
+-- name: ThreadSetQueueSettings :exec
+UPDATE thread SET queue_settings = @queue_settings::jsonb, updated_at = now() WHERE id = @id::bigint;
+
+-- name: ThreadViewByThreadID :one
+SELECT sqlc.embed(t), x.execution_id AS holder_key,
+       (SELECT count(*) FROM thread_message m WHERE m.thread_id = t.id AND m.status = 'queued')::integer AS queued_count
+FROM thread t
+LEFT JOIN agent_execution x ON x.id = t.active_execution_id
+WHERE t.tenant_id = @tenant_id::text AND t.thread_id = @thread_id::text;

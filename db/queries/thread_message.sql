@@ -1,0 +1,143 @@
+-- name: MessageInsertOutbound :one
+-- Stores an outbound message: pending (accepted for delivery, with its place
+-- in the outbox) when its execution holds the thread, queued otherwise.
+INSERT INTO thread_message (tenant_id, thread_id, direction, execution_id, node_id, step_seq, body, status, delivery_seq)
+VALUES (
+    @tenant_id::text, @thread_id::bigint, 'out', @execution_id::bigint, @node_id::text, @step_seq::bigint, @body::text,
+    CASE WHEN @queued::boolean THEN 'queued' ELSE 'pending' END,
+    CASE WHEN @queued::boolean THEN NULL ELSE nextval('thread_message_delivery_seq') END
+)
+RETURNING *;
+
+-- name: MessageListPendingOutbound :many
+SELECT *
+FROM thread_message
+WHERE thread_id = @thread_id::bigint
+  AND direction = 'out'
+  AND status = 'pending'
+ORDER BY delivery_seq, id
+LIMIT @max::integer;
+
+-- name: OutboxNext :many
+-- The next pending outbound messages of a thread, in outbox order, with
+-- what a channel needs to address them.
+SELECT m.id, m.tenant_id, m.execution_id, m.node_id, m.body, m.created_at,
+       t.thread_id AS thread_key, t.channel, t.contact, coalesce(x.execution_id, '')::text AS execution_key
+FROM thread_message m
+JOIN thread t ON t.id = m.thread_id
+LEFT JOIN agent_execution x ON x.id = m.execution_id
+WHERE m.thread_id = @thread_id::bigint
+  AND m.direction = 'out'
+  AND m.status = 'pending'
+ORDER BY m.delivery_seq, m.id
+LIMIT @max::integer;
+
+-- name: MessageRecordDelivered :execrows
+-- Marks a message delivered and writes its thread.message_delivered event,
+-- in one statement.
+WITH delivered AS (
+    UPDATE thread_message
+    SET status = 'delivered',
+        delivered_at = now(),
+        attempts = attempts + 1,
+        last_error = NULL
+    WHERE id = @id::bigint
+      AND status = 'pending'
+    RETURNING thread_message.id, thread_message.tenant_id, thread_message.execution_id, thread_message.node_id
+)
+INSERT INTO execution_event (tenant_id, execution_id, action, level, message, node_id, payload)
+SELECT d.tenant_id, d.execution_id, 'thread.message_delivered', 'info', 'Message ' || d.id || ' delivered', d.node_id,
+       jsonb_build_object('thread_id', @thread_key::text, 'execution_id', @execution_key::text,
+                          'message_id', d.id::text, 'channel', @channel::text)
+FROM delivered d
+WHERE d.execution_id IS NOT NULL;
+
+-- name: MessageFirstQueued :one
+SELECT *
+FROM thread_message
+WHERE thread_id = @thread_id::bigint
+  AND status = 'queued'
+ORDER BY id
+LIMIT 1;
+
+-- name: MessageCountQueued :one
+SELECT count(*)::integer FROM thread_message WHERE thread_id = @thread_id::bigint AND status = 'queued';
+
+-- name: MessageReleaseQueued :execrows
+-- Moves the queued messages of a family of executions (one voice) on a
+-- thread into the outbox, behind everything already there. They share one
+-- delivery_seq, so they go out in the order they were written.
+WITH seq AS MATERIALIZED (
+    SELECT nextval('thread_message_delivery_seq') AS value
+)
+UPDATE thread_message
+SET status = 'pending',
+    delivery_seq = seq.value
+FROM seq
+WHERE thread_message.thread_id = @thread_id::bigint
+  AND thread_message.execution_id = ANY(@execution_ids::bigint[])
+  AND thread_message.status = 'queued';
+
+-- name: MessageDropQueued :execrows
+UPDATE thread_message
+SET status = 'dropped'
+WHERE execution_id = @execution_id::bigint
+  AND status = 'queued';
+
+-- name: MessageMarkDelivered :one
+UPDATE thread_message
+SET status = 'delivered',
+    delivered_at = now(),
+    attempts = attempts + 1,
+    last_error = NULL
+WHERE id = @id::bigint
+  AND status = 'pending'
+RETURNING *;
+
+-- name: MessageRecordFailedAttempt :exec
+UPDATE thread_message
+SET attempts = attempts + 1,
+    last_error = @last_error::text
+WHERE id = @id::bigint;
+
+-- name: MessageListByExecution :many
+SELECT * FROM thread_message WHERE execution_id = @execution_id::bigint ORDER BY id;
+
+-- name: MessageListByThread :many
+SELECT m.*, x.execution_id AS execution_key
+FROM thread_message m
+LEFT JOIN agent_execution x ON x.id = m.execution_id
+WHERE m.thread_id = @thread_id::bigint
+  AND (sqlc.narg('direction')::text IS NULL OR m.direction = sqlc.narg('direction')::text)
+  AND (sqlc.narg('status')::text IS NULL OR m.status = sqlc.narg('status')::text)
+  AND m.id > @after_id::bigint
+ORDER BY m.id
+LIMIT @max::integer;
+
+-- name: OutboxTryLock :one
+-- Claims the delivery of one thread's outbox for this session, across
+-- processes, without holding the thread row, which steps need.
+SELECT pg_try_advisory_lock(@key::bigint);
+
+-- name: OutboxUnlock :one
+SELECT pg_advisory_unlock(@key::bigint);
+
+-- name: MessageCountPendingOutbound :one
+SELECT count(*)::integer FROM thread_message WHERE thread_id = @thread_id::bigint AND status = 'pending';
+
+-- name: MessageTimeline :many
+-- A thread's outbound messages with their senders and whether (and when)
+-- each was queued for the lock.
+SELECT m.id, x.workflow_id, x.execution_id, m.body, m.status, m.created_at, m.delivered_at, q.queued_at, q.was_queued
+FROM thread_message m
+JOIN thread t ON t.id = m.thread_id
+JOIN agent_execution x ON x.id = m.execution_id
+LEFT JOIN LATERAL (
+    SELECT coalesce(max(e.created_at), m.created_at)::timestamptz AS queued_at, (count(*) > 0)::boolean AS was_queued
+    FROM execution_event e
+    WHERE e.execution_id = m.execution_id
+      AND e.action = 'thread.message_queued'
+      AND e.payload ->> 'message_id' = m.id::text
+) q ON true
+WHERE t.tenant_id = @tenant_id::text AND t.thread_id = @thread_id::text AND m.direction = 'out'
+ORDER BY m.id;

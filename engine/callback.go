@@ -1,0 +1,265 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/batonrun/baton/db/dbsqlc"
+)
+
+// SignatureHeader carries a callback's signature: "sha256=" and the hex
+// HMAC-SHA256 of the body under the callback secret.
+const SignatureHeader = "X-Baton-Signature"
+
+// ErrCallbackRefused is wrapped by SendCallback's errors that a retry
+// cannot fix (a host no longer allowed, a 4xx answer).
+var ErrCallbackRefused = errors.New("callback refused")
+
+// CheckCallbackURL reports whether raw may receive callbacks: an http(s) URL
+// whose host is in Config.CallbackAllowHosts. The error is an *InputError.
+func (e *Engine) CheckCallbackURL(raw string) error {
+	const field = "payload.execution_options.callback_url"
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" {
+		return &InputError{Field: field, Message: "must be an http(s) URL"}
+	}
+	host := strings.ToLower(u.Hostname())
+	for _, allowed := range e.cfg.CallbackAllowHosts {
+		allowed = strings.ToLower(allowed)
+		switch {
+		case allowed == "*", allowed == host:
+			return nil
+		case strings.HasPrefix(allowed, "*.") && strings.HasSuffix(host, allowed[1:]):
+			return nil
+		}
+	}
+	if len(e.cfg.CallbackAllowHosts) == 0 {
+		return &InputError{Field: field, Message: fmt.Sprintf("host %q is not allowed: no callback hosts are configured (callbacks.allowHosts)", host)}
+	}
+	return &InputError{Field: field, Message: fmt.Sprintf("host %q is not in callbacks.allowHosts", host)}
+}
+
+// newMessageID returns a random UUID v4.
+func newMessageID() string {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err)
+	}
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	h := hex.EncodeToString(b[:])
+	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+}
+
+// resultStatus is the seed 4.3 status of a terminal execution.
+func resultStatus(s ExecutionStatus) string {
+	switch s {
+	case StatusCompleted:
+		return "completed"
+	case StatusTimeout:
+		return "timeout"
+	case StatusCancelled:
+		return "cancelled"
+	}
+	return "failed"
+}
+
+// ResultEnvelope builds the seed 4.3 WorkflowResultMessage of a terminal
+// execution. messageID is the callback's stable id, so a receiver can drop
+// repeated deliveries.
+func ResultEnvelope(x *Execution, messageID string) map[string]any {
+	var errView any
+	if x.ErrorCode != nil {
+		ev := map[string]any{"code": *x.ErrorCode, "message": deref(x.ErrorMessage), "failed_node_id": x.FailedNodeID}
+		for k, v := range x.ErrorDetails() {
+			if _, taken := ev[k]; !taken {
+				ev[k] = v
+			}
+		}
+		errView = ev
+	}
+	result := map[string]any{}
+	_ = jsonUnmarshal(x.Result, &result)
+	created := x.UpdatedAt
+	if x.CompletedAt != nil {
+		created = *x.CompletedAt
+	}
+	var elapsed int64
+	if x.StartedAt != nil {
+		elapsed = created.Sub(*x.StartedAt).Milliseconds()
+	}
+	return map[string]any{
+		"message_id":       messageID,
+		"correlation_id":   x.CorrelationID,
+		"task_id":          x.ExecutionID,
+		"original_task_id": x.IdempotencyKey,
+		"type":             map[string]any{"domain": "workflow", "action": "result"},
+		"schema_version":   "1.0",
+		"created_at":       created.UTC().Format(time.RFC3339Nano),
+		"tenant_id":        x.TenantID,
+		"source_service":   "workflow-engine",
+		"target_service":   "orchestrator",
+		"priority":         x.Priority,
+		"status":           resultStatus(x.Status),
+		"metadata": map[string]any{
+			"execution_time_ms": elapsed, "workflow_id": x.WorkflowID,
+			"execution_id": x.ExecutionID, "session_id": x.ThreadID,
+		},
+		"payload": map[string]any{
+			"result": result,
+			"execution_details": map[string]any{
+				"steps_completed": x.StepsCompleted, "steps_total": x.TotalSteps,
+				"node_path": x.NodePath, "error": errView,
+				"result_type": x.ResultType, "result_summary": x.ResultSummary,
+			},
+		},
+	}
+}
+
+// Sign returns the X-Baton-Signature value of body under secret.
+func Sign(secret, body []byte) string {
+	m := hmac.New(sha256.New, secret)
+	m.Write(body)
+	return "sha256=" + hex.EncodeToString(m.Sum(nil))
+}
+
+// SendCallback POSTs a callback to an execution's callback_url, signed with
+// Config.CallbackSecret: the result envelope of a terminal execution, or,
+// with a non-zero inputRequestWaitSeq, the input request of that wait
+// (seed 003, 5.4; an execution no longer waiting there has nothing to ask).
+// A 2xx answer is success; 5xx, 408, 429 and network errors are errors to
+// retry; a host that is no longer allowed or another 4xx wraps
+// ErrCallbackRefused.
+func (e *Engine) SendCallback(ctx context.Context, executionID int64, messageID string, inputRequestWaitSeq int32) error {
+	row, err := e.q.ExecutionGetByID(ctx, e.pool, executionID)
+	if err != nil {
+		if errors.Is(notFound(err), ErrNotFound) {
+			return fmt.Errorf("execution %d is gone: %w", executionID, ErrCallbackRefused)
+		}
+		return fmt.Errorf("reading execution %d: %w", executionID, err)
+	}
+	if row.CallbackUrl == nil {
+		return fmt.Errorf("execution %s has no callback_url: %w", row.ExecutionID, ErrCallbackRefused)
+	}
+	var (
+		body   []byte
+		action string
+	)
+	switch {
+	case inputRequestWaitSeq != 0:
+		if row.Status != StatusWaiting || deref(row.WaitingFor) != "input" || row.WaitSeq != inputRequestWaitSeq {
+			return fmt.Errorf("execution %s no longer waits for that input: %w", row.ExecutionID, ErrCallbackRefused)
+		}
+		body, action = mustJSON(inputRequestEnvelope(row, messageID)), "workflow.input_request"
+	case IsTerminal(row.Status):
+		x, err := e.GetExecution(ctx, e.pool, row.TenantID, row.ExecutionID)
+		if err != nil {
+			return err
+		}
+		body, action = mustJSON(ResultEnvelope(x, messageID)), "workflow.result"
+	default:
+		return fmt.Errorf("execution %s has no result to call back: %w", row.ExecutionID, ErrCallbackRefused)
+	}
+	if err := e.CheckCallbackURL(*row.CallbackUrl); err != nil {
+		e.WarnContext(ctx, "callback not sent", "execution_id", row.ExecutionID, "tenant_id", row.TenantID, "error", err)
+		return fmt.Errorf("callback of execution %s: %v: %w", row.ExecutionID, err, ErrCallbackRefused)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, *row.CallbackUrl, bytes.NewReader(body))
+	if err != nil {
+		return fmt.Errorf("building callback request: %v: %w", err, ErrCallbackRefused)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(SignatureHeader, Sign(e.cfg.CallbackSecret, body))
+	req.Header.Set("X-Tenant-ID", row.TenantID)
+	req.Header.Set("X-Correlation-ID", row.CorrelationID)
+	req.Header.Set("X-Request-ID", messageID)
+	req.Header.Set("X-Domain-Action", action)
+	resp, err := e.cfg.HTTPClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("posting callback of execution %s: %w", row.ExecutionID, err)
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
+	switch s := resp.StatusCode; {
+	case s >= 200 && s < 300:
+		e.InfoContext(ctx, "callback delivered", "execution_id", row.ExecutionID, "tenant_id", row.TenantID, "message_id", messageID, "action", action)
+		return nil
+	case s >= 500, s == http.StatusRequestTimeout, s == http.StatusTooManyRequests:
+		return fmt.Errorf("callback of execution %s answered %d", row.ExecutionID, s)
+	default:
+		return fmt.Errorf("callback of execution %s answered %d: %w", row.ExecutionID, s, ErrCallbackRefused)
+	}
+}
+
+// inputRequestEnvelope is the callback of an execution that asks for input
+// (seed 003, 6.4 "Callback desde Workflow Engine" and 5.4).
+func inputRequestEnvelope(row *dbsqlc.AgentExecution, messageID string) map[string]any {
+	data := map[string]any{}
+	_ = jsonUnmarshal(row.WaitingData, &data)
+	timeoutMS := int64(0)
+	if row.WaitingUntil != nil {
+		timeoutMS = max(time.Until(*row.WaitingUntil).Milliseconds(), 0)
+	}
+	return map[string]any{
+		"request_id": messageID, "correlation_id": row.CorrelationID,
+		"type":           map[string]any{"domain": "workflow", "action": "input_request"},
+		"schema_version": "1.0",
+		"data": map[string]any{
+			"execution_id": row.ExecutionID, "workflow_id": row.WorkflowID, "request_id": messageID,
+			"node_id": deref(row.CurrentNodeID), "prompt": data["prompt"], "input_type": data["input_type"],
+			"options": data["options"], "required": data["required"], "timeout_ms": timeoutMS,
+			"waiting_until": row.WaitingUntil,
+		},
+	}
+}
+
+// enqueueInputRequest inserts the workflow.callback job that sends an input
+// request, in the transaction that made the execution wait for input.
+func (e *Engine) enqueueInputRequest(ctx context.Context, tx pgx.Tx, row *dbsqlc.AgentExecution) error {
+	if row.CallbackUrl == nil {
+		return nil
+	}
+	if err := e.jobs.InsertCallback(ctx, tx, row.ID, newMessageID(), row.WaitSeq); err != nil {
+		return fmt.Errorf("enqueueing input request callback: %w", err)
+	}
+	return nil
+}
+
+// enqueueCallback inserts the workflow.callback job of a terminal
+// execution that has a callback_url, in finalize's transaction.
+func (e *Engine) enqueueCallback(ctx context.Context, tx pgx.Tx, row *dbsqlc.AgentExecution) error {
+	if row.CallbackUrl == nil {
+		return nil
+	}
+	if err := e.jobs.InsertCallback(ctx, tx, row.ID, newMessageID(), 0); err != nil {
+		return fmt.Errorf("enqueueing callback: %w", err)
+	}
+	return nil
+}
+
+// ErrorDetails returns the execution's error details (retryable,
+// retry_after_ms, the tool's diagnosis); nil when there are none.
+func (x *Execution) ErrorDetails() map[string]any {
+	if len(x.ErrorDetailsJSON) == 0 {
+		return nil
+	}
+	var m map[string]any
+	_ = json.Unmarshal(x.ErrorDetailsJSON, &m)
+	return m
+}

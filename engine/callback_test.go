@@ -1,0 +1,174 @@
+package engine_test
+
+import (
+	"context"
+	"crypto/hmac"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/batonrun/baton/engine"
+)
+
+// A callback receiver that answers 500 to the first two deliveries of every
+// message still ends with exactly one verified result per execution, in the
+// seed 4.3 shape.
+func TestCallbackRetriedUntilAccepted(t *testing.T) {
+	t.Parallel()
+	const secret = "cb-secret"
+	var (
+		mu       sync.Mutex
+		tries    = map[string]int{}              // message_id → deliveries seen
+		accepted = map[string][]map[string]any{} // execution_id → accepted envelopes
+		badSig   int
+	)
+	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		defer mu.Unlock()
+		if !hmac.Equal([]byte(r.Header.Get(engine.SignatureHeader)), []byte(engine.Sign([]byte(secret), body))) {
+			badSig++
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		var env map[string]any
+		require.NoError(t, json.Unmarshal(body, &env))
+		id := env["message_id"].(string)
+		tries[id]++
+		if tries[id] <= 2 {
+			w.WriteHeader(http.StatusInternalServerError)
+			return
+		}
+		if tries[id] == 3 { // a receiver dedupes by message_id
+			execID := env["metadata"].(map[string]any)["execution_id"].(string)
+			accepted[execID] = append(accepted[execID], env)
+		}
+		w.WriteHeader(http.StatusOK)
+	}))
+	t.Cleanup(recv.Close)
+
+	b := setup(t, setupOpts{allowHosts: []string{"127.0.0.1"}, secret: secret})
+	b.define(t, greetingWorkflow)
+	var ids []string
+	for i := 0; i < 3; i++ {
+		x := b.start(t, engine.StartParams{WorkflowID: "greeting", CallbackURL: recv.URL + "/callback", CorrelationID: "corr-1",
+			Input: map[string]any{"name": "Ana", "score": 7, "customer": map[string]any{"tier": "gold"}}})
+		ids = append(ids, x.ExecutionID)
+	}
+	for _, id := range ids {
+		b.waitFor(t, id, terminal)
+	}
+	require.Eventually(t, func() bool {
+		return countRows(t, b.pool, `SELECT count(*) FROM river_job WHERE kind = 'workflow.callback' AND state = 'completed'`) == 3
+	}, 30*time.Second, 50*time.Millisecond)
+
+	mu.Lock()
+	defer mu.Unlock()
+	require.Zero(t, badSig)
+	require.Len(t, accepted, 3)
+	for _, id := range ids {
+		require.Len(t, accepted[id], 1, "execution %s", id)
+		env := accepted[id][0]
+		require.Equal(t, "completed", env["status"])
+		require.Equal(t, map[string]any{"domain": "workflow", "action": "result"}, env["type"])
+		require.Equal(t, "corr-1", env["correlation_id"])
+		require.Equal(t, b.tenant, env["tenant_id"])
+		details := env["payload"].(map[string]any)["execution_details"].(map[string]any)
+		require.Equal(t, []any{"start", "set", "decide", "vip", "end"}, details["node_path"])
+		require.Equal(t, float64(5), details["steps_completed"])
+		require.Nil(t, details["error"])
+		require.Equal(t, 3, tries[env["message_id"].(string)])
+	}
+	require.Equal(t, 3, countRows(t, b.pool, `SELECT count(*) FROM river_job WHERE kind = 'workflow.callback' AND queue = 'low'`))
+}
+
+// A callback_url whose host is not allowed is refused when the execution
+// starts, and nothing is stored.
+func TestCallbackHostNotAllowed(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{insertOnly: true, allowHosts: []string{"hooks.example.com", "*.trusted.test"}})
+	b.define(t, greetingWorkflow)
+	for url, ok := range map[string]bool{
+		"https://hooks.example.com/cb":   true,
+		"http://a.trusted.test:9000/cb":  true,
+		"https://evil.example.com/cb":    false,
+		"http://169.254.169.254/latest":  false,
+		"ftp://hooks.example.com/cb":     false,
+		"https://hooks.example.com.evil": false,
+	} {
+		err := b.engine.WithTx(t.Context(), func(tx pgx.Tx) error {
+			_, err := b.engine.StartExecution(t.Context(), tx, engine.StartParams{TenantID: b.tenant, WorkflowID: "greeting", CallbackURL: url})
+			return err
+		})
+		if ok {
+			require.NoError(t, err, url)
+			continue
+		}
+		var ie *engine.InputError
+		require.ErrorAs(t, err, &ie, url)
+		require.Equal(t, "payload.execution_options.callback_url", ie.Field)
+	}
+	require.Equal(t, 2, countRows(t, b.pool, `SELECT count(*) FROM agent_execution WHERE tenant_id = $1`, b.tenant))
+}
+
+// An execution that asks for input calls back with the input request (seed
+// 003, 5.4), then, once answered and ended, with its result.
+func TestInputRequestCallback(t *testing.T) {
+	t.Parallel()
+	const secret = "cb-secret"
+	var (
+		mu  sync.Mutex
+		got []map[string]any
+	)
+	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if r.Header.Get(engine.SignatureHeader) != engine.Sign([]byte(secret), body) {
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		var env map[string]any
+		_ = json.Unmarshal(body, &env)
+		env["X-Domain-Action"] = r.Header.Get("X-Domain-Action")
+		mu.Lock()
+		got = append(got, env)
+		mu.Unlock()
+	}))
+	t.Cleanup(recv.Close)
+	b := setup(t, setupOpts{allowHosts: []string{"127.0.0.1"}, secret: secret})
+	b.define(t, `{"workflow_id": "ask", "version": "1", "nodes": [
+	  {"id": "start", "type": "start", "next": "confirm"},
+	  {"id": "confirm", "type": "action", "actionType": "request_input",
+	   "parameters": {"prompt": "¿Desea continuar?", "input_type": "confirm", "timeout": "5m"}, "next": "end"},
+	  {"id": "end", "type": "end"}]}`)
+	x := b.start(t, engine.StartParams{WorkflowID: "ask", CallbackURL: recv.URL + "/cb"})
+	require.Eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(got) == 1 }, 20*time.Second, 20*time.Millisecond)
+	mu.Lock()
+	req := got[0]
+	mu.Unlock()
+	require.Equal(t, "workflow.input_request", req["X-Domain-Action"])
+	require.Equal(t, map[string]any{"domain": "workflow", "action": "input_request"}, req["type"])
+	data := req["data"].(map[string]any)
+	require.Equal(t, x.ExecutionID, data["execution_id"])
+	require.Equal(t, "¿Desea continuar?", data["prompt"])
+	require.Equal(t, "confirm", data["input_type"])
+	require.Greater(t, data["timeout_ms"].(float64), float64(290000))
+
+	var tx pgxTx
+	tx, err := b.pool.Begin(context.Background())
+	require.NoError(t, err)
+	_, err = b.engine.ProvideInputTx(context.Background(), tx, engine.InputParams{TenantID: b.tenant, ExecutionID: x.ExecutionID, Input: map[string]any{"user_confirmation": true}})
+	require.NoError(t, err)
+	require.NoError(t, tx.Commit(context.Background()))
+	require.Equal(t, engine.StatusCompleted, b.waitFor(t, x.ExecutionID, terminal).Status)
+	require.Eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(got) == 2 }, 20*time.Second, 20*time.Millisecond)
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, "workflow.result", got[1]["X-Domain-Action"])
+}

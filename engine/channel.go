@@ -1,0 +1,156 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/batonrun/baton/db/dbsqlc"
+)
+
+// OutboundMessage is a message on its way to a channel.
+type OutboundMessage struct {
+	// ID is the message's stable id (thread_message.id): a receiver that
+	// sees it twice can drop the second copy.
+	ID int64
+	// TenantID is the thread's tenant.
+	TenantID string
+	// ThreadID is the thread's external id.
+	ThreadID string
+	// Channel and Contact address the conversation.
+	Channel, Contact string
+	// ExecutionID is the external id of the execution that sent it.
+	ExecutionID string
+	// Body is the message text.
+	Body string
+	// CreatedAt is when the execution sent it.
+	CreatedAt time.Time
+}
+
+// ChannelAdapter delivers outbound messages to the outside world. Delivery
+// is at least once: an adapter may see a message again after a crash.
+type ChannelAdapter interface {
+	Deliver(ctx context.Context, msg OutboundMessage) error
+}
+
+// LogChannel is the default channel: it writes each message to the log.
+type LogChannel struct {
+	// Logger receives one line per message.
+	Logger *slog.Logger
+}
+
+var _ ChannelAdapter = (*LogChannel)(nil)
+
+// Deliver logs the message.
+func (c *LogChannel) Deliver(ctx context.Context, msg OutboundMessage) error {
+	c.Logger.InfoContext(ctx, "message delivered",
+		"tenant_id", msg.TenantID, "thread_id", msg.ThreadID, "execution_id", msg.ExecutionID,
+		"channel", msg.Channel, "contact", msg.Contact, "message_id", msg.ID, "body", msg.Body)
+	return nil
+}
+
+// MemoryChannel keeps delivered messages in memory, for tests and demos.
+type MemoryChannel struct {
+	mu       sync.Mutex
+	messages []OutboundMessage
+}
+
+var _ ChannelAdapter = (*MemoryChannel)(nil)
+
+// Deliver records the message.
+func (c *MemoryChannel) Deliver(_ context.Context, msg OutboundMessage) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.messages = append(c.messages, msg)
+	return nil
+}
+
+// Messages returns a copy of the messages delivered so far, in order.
+func (c *MemoryChannel) Messages() []OutboundMessage {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]OutboundMessage(nil), c.messages...)
+}
+
+// DeliverThread delivers a thread's pending outbound messages in outbox
+// order (delivery_seq) through the channel adapter. One deliverer per thread
+// works at a time, across processes: it holds a session advisory lock on the
+// thread's outbox while it delivers, and marks each message delivered in its
+// own statement right after the adapter accepts it, so a deadline or a crash
+// re-sends at most the message in flight. A failed delivery stops the thread
+// there and returns the error, so the job retries without sending later
+// messages first. A deliverer that finds the outbox claimed returns at once:
+// the holder looks again for pending messages after it lets go.
+func (e *Engine) DeliverThread(ctx context.Context, threadID int64) error {
+	conn, err := e.pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("acquiring connection: %w", err)
+	}
+	defer conn.Release()
+	key := outboxLockBase | threadID
+	for {
+		claimed, err := e.q.OutboxTryLock(ctx, conn, key)
+		if err != nil {
+			return fmt.Errorf("claiming outbox of thread %d: %w", threadID, err)
+		}
+		if !claimed {
+			return nil
+		}
+		deliverErr := e.deliverClaimed(ctx, conn, threadID)
+		if _, err := e.q.OutboxUnlock(context.WithoutCancel(ctx), conn, key); err != nil {
+			return fmt.Errorf("releasing outbox of thread %d: %w", threadID, err)
+		}
+		if deliverErr != nil {
+			return deliverErr
+		}
+		left, err := e.q.MessageCountPendingOutbound(ctx, conn, threadID)
+		if err != nil {
+			return fmt.Errorf("counting pending messages: %w", err)
+		}
+		if left == 0 {
+			return nil
+		}
+	}
+}
+
+// outboxBatch is how many pending messages a deliverer reads at a time.
+const outboxBatch = 50
+
+// deliverClaimed delivers pending messages while this session holds the
+// thread's outbox. Each message is recorded delivered (with its
+// thread.message_delivered event, in one statement) as soon as the channel
+// takes it.
+func (e *Engine) deliverClaimed(ctx context.Context, conn *pgxpool.Conn, threadID int64) error {
+	for {
+		pending, err := e.q.OutboxNext(ctx, conn, &dbsqlc.OutboxNextParams{ThreadID: threadID, Max: outboxBatch})
+		if err != nil {
+			return fmt.Errorf("listing pending messages: %w", err)
+		}
+		for _, m := range pending {
+			// A stopping worker sends nothing more: what it sends, it records.
+			if err := ctx.Err(); err != nil {
+				return fmt.Errorf("delivering thread %d: %w", threadID, err)
+			}
+			msg := OutboundMessage{
+				ID: m.ID, TenantID: m.TenantID, ThreadID: m.ThreadKey, Channel: m.Channel,
+				Contact: m.Contact, ExecutionID: m.ExecutionKey, Body: m.Body, CreatedAt: m.CreatedAt,
+			}
+			if err := e.channel.Deliver(ctx, msg); err != nil {
+				_ = e.q.MessageRecordFailedAttempt(context.WithoutCancel(ctx), conn, &dbsqlc.MessageRecordFailedAttemptParams{ID: m.ID, LastError: err.Error()})
+				return fmt.Errorf("delivering message %d: %w", m.ID, err)
+			}
+			if _, err := e.q.MessageRecordDelivered(context.WithoutCancel(ctx), conn, &dbsqlc.MessageRecordDeliveredParams{
+				ID: m.ID, ThreadKey: m.ThreadKey, ExecutionKey: m.ExecutionKey, Channel: m.Channel,
+			}); err != nil {
+				return fmt.Errorf("recording message %d delivered: %w", m.ID, err)
+			}
+		}
+		if len(pending) < outboxBatch {
+			return nil
+		}
+	}
+}

@@ -1,0 +1,148 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/batonrun/baton/db/dbsqlc"
+)
+
+// StoredDefinition is a definition as stored for a tenant.
+type StoredDefinition struct {
+	*Definition
+	// ID is the row id.
+	ID int64
+	// TenantID owns the definition.
+	TenantID string
+	// Raw is the definition's JSON as stored.
+	Raw json.RawMessage
+	// CreatedAt is when this version was stored.
+	CreatedAt time.Time
+}
+
+// ValidateDefinition parses and validates a definition payload.
+func (e *Engine) ValidateDefinition(raw []byte) (*Definition, error) {
+	def, err := ParseDefinition(raw)
+	if err != nil {
+		return nil, err
+	}
+	if err := def.Validate(e.tools); err != nil {
+		return nil, err
+	}
+	return def, nil
+}
+
+// DefineWorkflow validates and stores a definition version. Storing the same
+// content again is a no-op that returns the stored version; a version that
+// exists with other content is a *ConflictError.
+func (e *Engine) DefineWorkflow(ctx context.Context, db dbsqlc.DBTX, tenantID string, raw []byte) (*StoredDefinition, bool, error) {
+	def, err := e.ValidateDefinition(raw)
+	if err != nil {
+		return nil, false, err
+	}
+	canonical := mustJSON(def)
+	var lane *string
+	if def.Lane != "" {
+		lane = &def.Lane
+	}
+	row, err := e.q.DefinitionInsert(ctx, db, &dbsqlc.DefinitionInsertParams{
+		TenantID: tenantID, WorkflowID: def.WorkflowID, Version: def.Version,
+		Name: def.Name, Lane: lane, Definition: canonical,
+	})
+	if err == nil {
+		stored, err := e.storedDefinition(row)
+		return stored, true, err
+	}
+	if err = notFound(err); !errors.Is(err, ErrNotFound) {
+		return nil, false, fmt.Errorf("storing definition: %w", err)
+	}
+	existing, err := e.q.DefinitionGetByVersion(ctx, db, &dbsqlc.DefinitionGetByVersionParams{
+		TenantID: tenantID, WorkflowID: def.WorkflowID, Version: def.Version,
+	})
+	if err != nil {
+		return nil, false, fmt.Errorf("reading stored definition: %w", notFound(err))
+	}
+	if !jsonEqual(existing.Definition, canonical) {
+		return nil, false, &ConflictError{
+			Code:    "workflow.define.version_conflict",
+			Message: fmt.Sprintf("workflow %s version %s is already stored with other content; definitions are immutable, store a new version", def.WorkflowID, def.Version),
+		}
+	}
+	stored, err := e.storedDefinition(existing)
+	return stored, false, err
+}
+
+// GetDefinition returns a version of a workflow, or its latest when version
+// is empty.
+func (e *Engine) GetDefinition(ctx context.Context, db dbsqlc.DBTX, tenantID, workflowID, version string) (*StoredDefinition, error) {
+	var (
+		row *dbsqlc.WorkflowDefinition
+		err error
+	)
+	if version == "" {
+		row, err = e.q.DefinitionGetLatest(ctx, db, &dbsqlc.DefinitionGetLatestParams{TenantID: tenantID, WorkflowID: workflowID})
+	} else {
+		row, err = e.q.DefinitionGetByVersion(ctx, db, &dbsqlc.DefinitionGetByVersionParams{TenantID: tenantID, WorkflowID: workflowID, Version: version})
+	}
+	if err != nil {
+		return nil, notFound(err)
+	}
+	return e.storedDefinition(row)
+}
+
+// ListDefinitions returns the latest version of each workflow, ordered by
+// workflow_id, after the given workflow_id.
+func (e *Engine) ListDefinitions(ctx context.Context, db dbsqlc.DBTX, tenantID, after string, limit int) ([]*StoredDefinition, error) {
+	rows, err := e.q.DefinitionListLatest(ctx, db, &dbsqlc.DefinitionListLatestParams{TenantID: tenantID, AfterWorkflowID: after, Max: int32(limit)})
+	if err != nil {
+		return nil, fmt.Errorf("listing definitions: %w", err)
+	}
+	out := make([]*StoredDefinition, 0, len(rows))
+	for _, r := range rows {
+		d, err := e.storedDefinition(r)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, d)
+	}
+	return out, nil
+}
+
+// definitionByID returns a stored definition by row id, from the cache when
+// it has been read before.
+func (e *Engine) definitionByKey(ctx context.Context, db dbsqlc.DBTX, tenantID, workflowID, version string) (*Definition, error) {
+	key := tenantID + "\x00" + workflowID + "\x00" + version
+	if d, ok := e.definitions.Load(key); ok {
+		return d.(*Definition), nil
+	}
+	stored, err := e.GetDefinition(ctx, db, tenantID, workflowID, version)
+	if err != nil {
+		return nil, fmt.Errorf("loading definition %s@%s: %w", workflowID, version, err)
+	}
+	e.definitions.Store(key, stored.Definition)
+	return stored.Definition, nil
+}
+
+func (e *Engine) storedDefinition(row *dbsqlc.WorkflowDefinition) (*StoredDefinition, error) {
+	def, err := ParseDefinition(row.Definition)
+	if err != nil {
+		return nil, fmt.Errorf("parsing stored definition %d: %w", row.ID, err)
+	}
+	// Stored definitions were valid when stored; a tool registered then may
+	// be gone now, which the task reports when it runs.
+	_ = def.Validate(e.tools)
+	def.index()
+	return &StoredDefinition{Definition: def, ID: row.ID, TenantID: row.TenantID, Raw: row.Definition, CreatedAt: row.CreatedAt}, nil
+}
+
+func jsonEqual(a, b []byte) bool {
+	var x, y any
+	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
+		return bytes.Equal(a, b)
+	}
+	return bytes.Equal(mustJSON(x), mustJSON(y))
+}

@@ -1,0 +1,199 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/batonrun/baton/db/dbsqlc"
+)
+
+// JobInserter enqueues the River jobs a transition needs, inside the
+// transition's transaction. Package jobs implements it with River's InsertTx.
+type JobInserter interface {
+	// InsertStep enqueues an execution.step job that advances the execution
+	// from the checkpoint whose step_seq is stepSeq.
+	InsertStep(ctx context.Context, tx pgx.Tx, executionID, stepSeq int64, priority int) error
+	// InsertDeliver enqueues a message.deliver job that delivers the
+	// thread's pending outbound messages in order.
+	InsertDeliver(ctx context.Context, tx pgx.Tx, threadID int64) error
+	// InsertDrain enqueues a thread.drain job that hands the thread's queued
+	// messages out in FIFO order.
+	InsertDrain(ctx context.Context, tx pgx.Tx, threadID int64) error
+	// InsertWaitTimeout enqueues an execution.wait_timeout job that fires
+	// at at for the wait whose wait_seq is waitSeq; it must fire within a
+	// second of at.
+	InsertWaitTimeout(ctx context.Context, tx pgx.Tx, executionID int64, waitSeq int32, at time.Time) error
+	// InsertCallback enqueues a workflow.callback job that posts the result
+	// of a terminal execution to its callback_url; messageID is the
+	// envelope's message_id, the same on every retry.
+	// A non-zero inputRequestWaitSeq makes it the input request of that
+	// wait instead.
+	InsertCallback(ctx context.Context, tx pgx.Tx, executionID int64, messageID string, inputRequestWaitSeq int32) error
+	// InsertLaneDispatch enqueues a lane.dispatch job that admits the
+	// lane's pending executions.
+	InsertLaneDispatch(ctx context.Context, tx pgx.Tx, lane string) error
+	// InsertSessionFlush enqueues a session.flush job due at at (within a
+	// poll interval, not River's scheduler's 5 s) that starts the session's
+	// next run from its queued inbound messages.
+	InsertSessionFlush(ctx context.Context, tx pgx.Tx, tenantID, threadKey string, at time.Time) error
+}
+
+// Config configures an Engine.
+type Config struct {
+	// Pool is the database pool. Required.
+	Pool *pgxpool.Pool
+	// Jobs enqueues River jobs in the engine's transactions. Required before
+	// any execution starts; it may be set after New with SetJobInserter.
+	Jobs JobInserter
+	// Tools are the Go-registered tools tasks may call. Nil means none.
+	Tools *Tools
+	// Channel delivers outbound messages. Nil means a LogChannel on Logger.
+	Channel ChannelAdapter
+	// Logger receives the engine's log lines. Nil discards them.
+	Logger *slog.Logger
+	// MaxNodesPerStep bounds how many nodes one step transaction runs before
+	// it checkpoints and enqueues the next step. Zero means 100.
+	MaxNodesPerStep int
+	// ToolTimeout bounds a tool call when neither the node nor the workflow
+	// sets a timeout. Zero means 30 seconds.
+	ToolTimeout time.Duration
+	// DeferFirstStep leaves an execution's first step to an execution.step
+	// job instead of running it in the start transaction. False (the
+	// default) saves a River hop per execution.
+	DeferFirstStep bool
+	// LockTimeout is how long a thread lock may sit unrefreshed before it is
+	// stale and another execution may clear it (BATON_LOCK_TIMEOUT). Zero
+	// means 10 minutes.
+	LockTimeout time.Duration
+	// CallbackAllowHosts are the hosts callback_url may name: exact host
+	// names, "*.example.com" for subdomains, or "*" for any. Empty means
+	// callbacks are refused.
+	CallbackAllowHosts []string
+	// CallbackSecret signs callbacks (X-Baton-Signature). Empty signs with
+	// an empty key, which receivers should not accept.
+	CallbackSecret []byte
+	// HTTPClient sends callbacks. Nil means a client of its own.
+	HTTPClient *http.Client
+	// Metrics receives durations and counts (seed 003, 7.5). Nil means none
+	// are reported.
+	Metrics Metrics
+	// LaneLimits are the lanes' concurrency limits by name
+	// (agents.defaults.maxConcurrent is "main", lanes.* the others). A lane
+	// missing here gets DefaultLaneLimits' value (main 4, subagent 8, cron
+	// 2), else 1; session lanes always get 1. Every process sharing a
+	// database should use the same limits.
+	LaneLimits map[string]int
+	// Queue is the global inbound queue configuration (messages.queue);
+	// zero values mean the defaults (collect, 1000 ms, 20, summarize).
+	Queue QueueConfig
+}
+
+// Engine runs workflow executions on Postgres.
+type Engine struct {
+	*slog.Logger
+
+	pool    *pgxpool.Pool
+	q       *dbsqlc.Queries
+	jobs    JobInserter
+	tools   *Tools
+	channel ChannelAdapter
+	metrics Metrics
+	cfg     Config
+
+	// definitions caches parsed definitions by row id; stored definitions
+	// are immutable, so a cached one never goes stale.
+	definitions sync.Map
+	// lanesKnown remembers lane rows that exist (they are never deleted).
+	lanesKnown sync.Map
+}
+
+// New returns an Engine.
+func New(cfg Config) (*Engine, error) {
+	if cfg.Pool == nil {
+		return nil, fmt.Errorf("engine: Config.Pool is required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Tools == nil {
+		cfg.Tools = NewTools()
+	}
+	if cfg.Channel == nil {
+		cfg.Channel = &LogChannel{Logger: cfg.Logger}
+	}
+	if cfg.MaxNodesPerStep <= 0 {
+		cfg.MaxNodesPerStep = 100
+	}
+	if cfg.HTTPClient == nil {
+		cfg.HTTPClient = &http.Client{}
+	}
+	if cfg.ToolTimeout <= 0 {
+		cfg.ToolTimeout = 30 * time.Second
+	}
+	if cfg.LockTimeout <= 0 {
+		cfg.LockTimeout = 10 * time.Minute
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = noMetrics{}
+	}
+	return &Engine{
+		Logger:  cfg.Logger,
+		pool:    cfg.Pool,
+		q:       dbsqlc.New(),
+		jobs:    cfg.Jobs,
+		tools:   cfg.Tools,
+		channel: cfg.Channel,
+		metrics: cfg.Metrics,
+		cfg:     cfg,
+	}, nil
+}
+
+// SetJobInserter sets the job inserter when it could not be given to New
+// (the River client that implements it needs the engine's workers first).
+func (e *Engine) SetJobInserter(j JobInserter) { e.jobs = j }
+
+// Pool returns the engine's pool.
+func (e *Engine) Pool() *pgxpool.Pool { return e.pool }
+
+// Tools returns the engine's tool registry.
+func (e *Engine) Tools() *Tools { return e.tools }
+
+// withTx runs fn in a transaction on the engine's pool and commits it. The
+// rollback runs under context.WithoutCancel so that a cancelled request never
+// leaks a connection.
+func withTx(ctx context.Context, pool *pgxpool.Pool, fn func(pgx.Tx) error) error {
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("beginning transaction: %w", err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	if err := fn(tx); err != nil {
+		return err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("committing transaction: %w", err)
+	}
+	return nil
+}
+
+// WithTx runs fn in a transaction on the engine's pool and commits it when fn
+// returns nil.
+func (e *Engine) WithTx(ctx context.Context, fn func(pgx.Tx) error) error {
+	return withTx(ctx, e.pool, fn)
+}
+
+func mustJSON(v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(fmt.Sprintf("marshalling %T: %v", v, err)) // only engine-built values reach here
+	}
+	return b
+}

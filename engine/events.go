@@ -1,0 +1,115 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/batonrun/baton/db/dbsqlc"
+)
+
+// Event actions written to execution_event (API.md, "WebSocket").
+const (
+	EventStarted          = "workflow.started"
+	EventStepUpdate       = "workflow.step_update"
+	EventCompleted        = "workflow.completed"
+	EventMessagePending   = "thread.message_pending"
+	EventMessageDelivered = "thread.message_delivered"
+	EventTemplateWarning  = "workflow.template_warning"
+	EventWaiting          = "workflow.waiting"
+	EventInputRequest     = "workflow.input_request"
+	EventWaitProgress     = "workflow.wait_progress"
+	EventWaitTimeout      = "workflow.wait_timeout"
+	EventResumed          = "workflow.resumed"
+	// EventStepRetry is a failed tool call that will be retried.
+	EventStepRetry = "workflow.step_retry"
+)
+
+// StreamedActions are the event actions the WebSocket stream serves (API.md,
+// "WebSocket"); other rows of the event log (such as template warnings) stay
+// in the execution's log only. Actions the engine does not produce yet are
+// listed so that they stream as soon as it does.
+var StreamedActions = []string{
+	EventStarted, EventStepUpdate, "workflow.waiting", "workflow.input_request", EventCompleted,
+	"thread.typing", "thread.message_queued", EventMessageDelivered, "thread.lock_acquired", "thread.lock_released",
+}
+
+// LogEntry is one row of an execution's event log.
+type LogEntry struct {
+	// EventID increases with every event.
+	EventID int64
+	// Action is the event's domain.action, such as "workflow.step_update".
+	Action string
+	// Level is debug, info, warn or error.
+	Level string
+	// Message is a human-readable line.
+	Message string
+	// NodeID is the node the event is about, if any.
+	NodeID *string
+	// Payload carries the event's data.
+	Payload map[string]any
+	// CreatedAt is when the event was written.
+	CreatedAt time.Time
+}
+
+// eventLog collects the events of one transaction and writes them at once.
+type eventLog struct {
+	tenantID    string
+	executionID int64
+	rows        []*dbsqlc.EventInsertManyParams
+	// after holds the transaction's measurements, reported to Metrics by
+	// the log's owner once the transaction has committed.
+	after observations
+}
+
+func (l *eventLog) add(action, level, nodeID, message string, payload map[string]any) {
+	var node *string
+	if nodeID != "" {
+		node = &nodeID
+	}
+	if payload == nil {
+		payload = map[string]any{}
+	}
+	l.rows = append(l.rows, &dbsqlc.EventInsertManyParams{
+		TenantID: l.tenantID, ExecutionID: l.executionID, Action: action, Level: level,
+		Message: message, NodeID: node, Payload: mustJSON(payload),
+	})
+}
+
+// write inserts the collected events in tx. The table's triggers (migration
+// 00003) number each row after its transaction has an xid, which the live
+// stream relies on, and announce the transaction's events with at most one
+// NOTIFY baton_event (empty payload) however many times write is called.
+func (l *eventLog) write(ctx context.Context, q *dbsqlc.Queries, tx pgx.Tx) error {
+	if len(l.rows) == 0 {
+		return nil
+	}
+	if _, err := q.EventInsertMany(ctx, tx, l.rows); err != nil {
+		return fmt.Errorf("writing execution events: %w", err)
+	}
+	l.rows = l.rows[:0]
+	return nil
+}
+
+// Logs returns an execution's event log, oldest first, after the given
+// event id.
+func (e *Engine) Logs(ctx context.Context, db dbsqlc.DBTX, tenantID, executionID string, afterID int64, limit int) ([]LogEntry, error) {
+	row, err := e.q.ExecutionGetByExecutionID(ctx, db, &dbsqlc.ExecutionGetByExecutionIDParams{TenantID: tenantID, ExecutionID: executionID})
+	if err != nil {
+		return nil, notFound(err)
+	}
+	rows, err := e.q.EventListByExecution(ctx, db, &dbsqlc.EventListByExecutionParams{ExecutionID: row.ID, AfterID: afterID, Max: int32(limit)})
+	if err != nil {
+		return nil, fmt.Errorf("listing events: %w", err)
+	}
+	out := make([]LogEntry, 0, len(rows))
+	for _, r := range rows {
+		entry := LogEntry{EventID: r.ID, Action: r.Action, Level: r.Level, Message: r.Message, NodeID: r.NodeID, CreatedAt: r.CreatedAt}
+		entry.Payload = map[string]any{}
+		_ = jsonUnmarshal(r.Payload, &entry.Payload)
+		out = append(out, entry)
+	}
+	return out, nil
+}

@@ -1,0 +1,455 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/batonrun/baton/db/dbsqlc"
+)
+
+// Lanes named by the seeds (seed 004; DESIGN.md "Lanes and inbound
+// messages").
+const (
+	LaneMain     = "main"
+	LaneSubagent = "subagent"
+	LaneCron     = "cron"
+	// sessionLanePrefix starts the name of a session lane,
+	// "session:<thread key>", whose limit is always 1.
+	sessionLanePrefix = "session:"
+)
+
+// DefaultLaneLimits are the limits of lanes the configuration does not
+// name: main 4, subagent 8, cron 2; any other lane gets 1.
+var DefaultLaneLimits = map[string]int{LaneMain: 4, LaneSubagent: 8, LaneCron: 2}
+
+// queuedNotice is how long a run may wait for admission before its start
+// logs "queued for Nms" (seed 004: "más de ~2 s").
+const queuedNotice = 2 * time.Second
+
+// EventAdmitted is the event of a run admitted to its lane after it waited
+// for a slot.
+const EventAdmitted = "workflow.admitted"
+
+// Lock order and why admission may run inline (DESIGN.md, "Lock order":
+// lane rows, global then session, before thread rows before execution rows).
+//
+// Transactions that start with no row locks — the inbound router, the
+// lane.dispatch job, the sweep — take lane rows with LaneLock, waiting, in
+// that order. Transactions that free a slot — finalize, entering a wait —
+// and resumes and StartExecution may already hold a thread row and an
+// execution row (RunStep, CancelTx, HandleWaitTimeout, a parent's step
+// starting a child). They never WAIT for a lane row: they take it with
+// FOR UPDATE SKIP LOCKED (LaneTryLock). A transaction that does not wait
+// adds no edge to a wait-for graph, so it cannot close a deadlock cycle,
+// whatever it holds; and admission itself takes the pending execution rows
+// with SKIP LOCKED too, so a lane holder never waits for an execution row
+// either. When the try fails, another transaction holds the lane right now
+// and may already have counted the slot as taken; the freer then enqueues a
+// lane.dispatch job, which takes the lane row in order, waiting, and admits.
+// That keeps the common, uncontended path free of a job hop while no
+// wake-up is lost under contention. The dispatch flag on the lane row can
+// only be set by a holder of the row, so the fallback's job is inserted
+// without it; the flag dedupes the wake-ups of in-order paths and the sweep.
+//
+// The running count is computed under the lane row lock. Every transition
+// into running (admission, a resume) holds the lane row (and the session
+// row) of the execution, so increments are serialized and visible to the
+// next holder; transitions out of running may commit without it, which can
+// only make a count too high, never too low. Hence running never exceeds a
+// limit, across any number of processes.
+
+// laneLimit is the limit of a lane by configuration.
+func (e *Engine) laneLimit(name string) int {
+	if strings.HasPrefix(name, sessionLanePrefix) {
+		return 1
+	}
+	if n, ok := e.cfg.LaneLimits[name]; ok && n > 0 {
+		return n
+	}
+	if n, ok := DefaultLaneLimits[name]; ok {
+		return n
+	}
+	return 1
+}
+
+// SessionLane is the name of the session lane of a thread key.
+func SessionLane(threadKey string) string { return sessionLanePrefix + threadKey }
+
+// laneKey is the (tenant, name) of a lane row: global lanes are shared by
+// all tenants (tenant ”), session lanes belong to the thread's tenant.
+func laneKey(tenantID, name string) (string, string) {
+	if strings.HasPrefix(name, sessionLanePrefix) {
+		return tenantID, name
+	}
+	return "", name
+}
+
+// ensureLane creates the lane row on first use, with its configured limit,
+// in db (the caller's transaction). The default lanes' rows come with the
+// migration and session lanes are created by the inbound router before it
+// holds any other row, so an insert here rarely races: ON CONFLICT DO
+// NOTHING waits only for another transaction inserting the same new lane
+// (a first use of a custom lane), and should that close a cycle PostgreSQL
+// reports a deadlock and the job or request is retried. Rows are never
+// deleted, so each process remembers the ones it has seen.
+func (e *Engine) ensureLane(ctx context.Context, db dbsqlc.DBTX, tenantID, name string) error {
+	tenant, key := laneKey(tenantID, name)
+	if _, ok := e.lanesKnown.Load(tenant + "\x00" + key); ok {
+		return nil
+	}
+	if err := e.q.LaneEnsure(ctx, db, &dbsqlc.LaneEnsureParams{TenantID: tenant, Name: key, MaxConcurrent: int32(e.laneLimit(key))}); err != nil {
+		return fmt.Errorf("creating lane %s: %w", name, err)
+	}
+	return nil
+}
+
+// lockLane takes a lane row. With wait, it waits for it (in-order paths
+// only); without, it reports false when another transaction holds it. A
+// global lane whose stored limit differs from this process's configuration
+// gets the configured one, under the lock.
+func (e *Engine) lockLane(ctx context.Context, tx pgx.Tx, tenantID, name string, wait bool) (*dbsqlc.Lane, bool, error) {
+	tenant, key := laneKey(tenantID, name)
+	for attempt := 0; attempt < 2; attempt++ {
+		var l *dbsqlc.Lane
+		var err error
+		if wait {
+			l, err = e.q.LaneLock(ctx, tx, &dbsqlc.LaneLockParams{TenantID: tenant, Name: key})
+		} else {
+			l, err = e.q.LaneTryLock(ctx, tx, &dbsqlc.LaneTryLockParams{TenantID: tenant, Name: key})
+		}
+		if err == nil {
+			e.lanesKnown.Store(tenant+"\x00"+key, true)
+			if limit := int32(e.laneLimit(key)); l.MaxConcurrent != limit {
+				if err := e.q.LaneSetLimit(ctx, tx, &dbsqlc.LaneSetLimitParams{TenantID: tenant, Name: key, MaxConcurrent: limit}); err != nil {
+					return nil, false, fmt.Errorf("storing limit of lane %s: %w", key, err)
+				}
+				l.MaxConcurrent = limit
+			}
+			return l, true, nil
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return nil, false, fmt.Errorf("locking lane %s: %w", name, err)
+		}
+		if attempt == 0 {
+			// The row may not exist yet (or, without wait, is held).
+			if err := e.ensureLane(ctx, tx, tenantID, name); err != nil {
+				return nil, false, err
+			}
+		}
+	}
+	return nil, false, nil
+}
+
+// admission is the result of one admission round of a lane.
+type admission struct {
+	admitted []*dbsqlc.AgentExecution
+	// retry says a candidate was skipped because its session row was held:
+	// a lane.dispatch must look again.
+	retry bool
+}
+
+// admitLocked admits pending executions of a lane whose row the caller
+// holds, oldest first (resumed ones ahead), while the lane has room and
+// each candidate's session is free. waitSession says the caller took its
+// locks in order and may wait for session rows.
+func (e *Engine) admitLocked(ctx context.Context, tx pgx.Tx, l *dbsqlc.Lane, waitSession bool) (admission, error) {
+	var out admission
+	running, err := e.q.LaneCountRunning(ctx, tx, l.Name)
+	if err != nil {
+		return out, fmt.Errorf("counting running executions of lane %s: %w", l.Name, err)
+	}
+	free := int(l.MaxConcurrent) - int(running)
+	if free <= 0 {
+		return out, nil
+	}
+	cands, err := e.q.LanePendingCandidates(ctx, tx, &dbsqlc.LanePendingCandidatesParams{Lane: l.Name, Max: int32(free*4 + 32)})
+	if err != nil {
+		return out, fmt.Errorf("reading pending executions of lane %s: %w", l.Name, err)
+	}
+	busy := map[string]bool{}
+	for _, c := range cands {
+		if free == 0 {
+			break
+		}
+		if c.SessionKey != nil {
+			key := c.TenantID + "\x00" + *c.SessionKey
+			if busy[key] {
+				continue
+			}
+			ok, err := e.sessionHasRoom(ctx, tx, c.TenantID, *c.SessionKey, waitSession)
+			if err != nil {
+				return out, err
+			}
+			if !ok.locked {
+				out.retry = true
+				busy[key] = true
+				continue
+			}
+			if !ok.room {
+				busy[key] = true
+				continue
+			}
+			busy[key] = true // one admission per session and round
+		}
+		row, err := e.q.ExecutionAdmit(ctx, tx, c.ID)
+		if err != nil {
+			return out, fmt.Errorf("admitting execution %s: %w", c.ExecutionID, err)
+		}
+		if err := e.startAdmitted(ctx, tx, row, c.QueuedAt); err != nil {
+			return out, err
+		}
+		out.admitted = append(out.admitted, row)
+		free--
+	}
+	return out, nil
+}
+
+type sessionRoom struct{ locked, room bool }
+
+// sessionHasRoom takes a session lane row and reports whether no run of the
+// session is running.
+func (e *Engine) sessionHasRoom(ctx context.Context, tx pgx.Tx, tenantID, session string, wait bool) (sessionRoom, error) {
+	sl, ok, err := e.lockLane(ctx, tx, tenantID, session, wait)
+	if err != nil || !ok {
+		return sessionRoom{}, err
+	}
+	n, err := e.q.SessionCountRunning(ctx, tx, &dbsqlc.SessionCountRunningParams{TenantID: tenantID, SessionKey: session})
+	if err != nil {
+		return sessionRoom{}, fmt.Errorf("counting running executions of %s: %w", session, err)
+	}
+	return sessionRoom{locked: true, room: int(n) < int(sl.MaxConcurrent)}, nil
+}
+
+// startAdmitted enqueues the first step of an execution that just became
+// running and logs how long it waited.
+func (e *Engine) startAdmitted(ctx context.Context, tx pgx.Tx, row *dbsqlc.AgentExecution, queuedAt *time.Time) error {
+	if err := e.jobs.InsertStep(ctx, tx, row.ID, row.StepSeq, riverPriority(int(row.Priority))); err != nil {
+		return fmt.Errorf("enqueueing step of admitted execution: %w", err)
+	}
+	if queuedAt == nil {
+		return nil
+	}
+	waited := time.Since(*queuedAt)
+	if waited <= queuedNotice {
+		return nil
+	}
+	msg := fmt.Sprintf("Execution %s queued for %dms in lane %s", row.ExecutionID, waited.Milliseconds(), row.Lane)
+	e.InfoContext(ctx, msg, "execution_id", row.ExecutionID, "tenant_id", row.TenantID, "lane", row.Lane,
+		"queued_ms", waited.Milliseconds(), "correlation_id", row.CorrelationID)
+	events := &eventLog{tenantID: row.TenantID, executionID: row.ID}
+	events.add(EventAdmitted, "info", "", msg, map[string]any{"lane": row.Lane, "queued_ms": waited.Milliseconds()})
+	return events.write(ctx, e.q, tx)
+}
+
+// admitSoon runs admission for a lane from a transaction that may hold
+// thread and execution rows: inline when the lane row is free, else through
+// a lane.dispatch job (see the lock-order note above).
+func (e *Engine) admitSoon(ctx context.Context, tx pgx.Tx, lane string) error {
+	l, ok, err := e.lockLane(ctx, tx, "", lane, false)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return e.insertDispatch(ctx, tx, lane)
+	}
+	res, err := e.admitLocked(ctx, tx, l, false)
+	if err != nil {
+		return err
+	}
+	if res.retry {
+		return e.insertDispatch(ctx, tx, lane)
+	}
+	return nil
+}
+
+func (e *Engine) insertDispatch(ctx context.Context, tx pgx.Tx, lane string) error {
+	if err := e.jobs.InsertLaneDispatch(ctx, tx, lane); err != nil {
+		return fmt.Errorf("enqueueing lane.dispatch for %s: %w", lane, err)
+	}
+	return nil
+}
+
+// armDispatch enqueues a lane.dispatch job unless one is pending; the
+// caller holds the lane row.
+func (e *Engine) armDispatch(ctx context.Context, tx pgx.Tx, lane string) error {
+	_, err := e.q.LaneArmDispatch(ctx, tx, lane)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("arming lane.dispatch: %w", err)
+	}
+	return e.insertDispatch(ctx, tx, lane)
+}
+
+// DispatchLane is the lane.dispatch job: it takes the lane row in order,
+// admits what fits, clears the dispatch flag and completes the job, all in
+// one transaction.
+func (e *Engine) DispatchLane(ctx context.Context, lane string, complete CompleteFunc) error {
+	return e.WithTx(ctx, func(tx pgx.Tx) error {
+		l, _, err := e.lockLane(ctx, tx, "", lane, true)
+		if err != nil {
+			return err
+		}
+		if _, err := e.admitLocked(ctx, tx, l, true); err != nil {
+			return err
+		}
+		if err := e.q.LaneDisarmDispatch(ctx, tx, lane); err != nil {
+			return fmt.Errorf("disarming lane.dispatch: %w", err)
+		}
+		return complete(ctx, tx)
+	})
+}
+
+// SweepLanes arms a dispatch for every lane that has had a free slot and
+// eligible pending work for over a second, or whose dispatch job seems
+// lost, and re-arms the flushes of idle sessions with queued inbound
+// messages. It is the periodic safety net; the inline paths do the work.
+func (e *Engine) SweepLanes(ctx context.Context) error {
+	names, err := e.q.LaneListNeedingDispatch(ctx, e.pool, &dbsqlc.LaneListNeedingDispatchParams{IdleSeconds: 1, RearmAfterSeconds: 60})
+	if err != nil {
+		return fmt.Errorf("listing lanes to dispatch: %w", err)
+	}
+	for _, name := range names {
+		err := e.WithTx(ctx, func(tx pgx.Tx) error {
+			if _, _, err := e.lockLane(ctx, tx, "", name, true); err != nil {
+				return err
+			}
+			if err := e.q.LaneDisarmDispatch(ctx, tx, name); err != nil {
+				return err
+			}
+			return e.armDispatch(ctx, tx, name)
+		})
+		if err != nil {
+			return fmt.Errorf("arming dispatch of lane %s: %w", name, err)
+		}
+	}
+	return e.sweepSessions(ctx)
+}
+
+// enterLane puts a new pending execution through admission (StartExecution):
+// it is admitted at once when its lane has room and it is the oldest
+// eligible, and stays pending otherwise. It returns the row as it stands.
+func (e *Engine) enterLane(ctx context.Context, tx pgx.Tx, row *dbsqlc.AgentExecution) (*dbsqlc.AgentExecution, error) {
+	if err := e.admitSoon(ctx, tx, row.Lane); err != nil {
+		return nil, err
+	}
+	out, err := e.q.ExecutionGetByID(ctx, tx, row.ID)
+	if err != nil {
+		return nil, fmt.Errorf("reading execution after admission: %w", err)
+	}
+	return out, nil
+}
+
+// admitResumed decides, in a resume's transaction, whether an execution that
+// just went waiting → running keeps running (its lane and session have
+// room: its step is enqueued) or goes to pending ahead of new work.
+func (e *Engine) admitResumed(ctx context.Context, tx pgx.Tx, row *dbsqlc.AgentExecution) (*dbsqlc.AgentExecution, error) {
+	room := false
+	l, ok, err := e.lockLane(ctx, tx, "", row.Lane, false)
+	if err != nil {
+		return nil, err
+	}
+	if ok {
+		n, err := e.q.LaneCountRunning(ctx, tx, row.Lane)
+		if err != nil {
+			return nil, fmt.Errorf("counting running executions of lane %s: %w", row.Lane, err)
+		}
+		room = int(n) <= int(l.MaxConcurrent) // n counts this execution
+		if room && row.SessionKey != nil {
+			sl, sok, err := e.lockLane(ctx, tx, row.TenantID, *row.SessionKey, false)
+			if err != nil {
+				return nil, err
+			}
+			if !sok {
+				room = false
+			} else {
+				sn, err := e.q.SessionCountRunning(ctx, tx, &dbsqlc.SessionCountRunningParams{TenantID: row.TenantID, SessionKey: *row.SessionKey})
+				if err != nil {
+					return nil, fmt.Errorf("counting running executions of %s: %w", *row.SessionKey, err)
+				}
+				room = int(sn) <= int(sl.MaxConcurrent)
+			}
+		}
+	}
+	if room {
+		if err := e.jobs.InsertStep(ctx, tx, row.ID, row.StepSeq, riverPriority(int(row.Priority))); err != nil {
+			return nil, fmt.Errorf("enqueueing step after resume: %w", err)
+		}
+		return row, nil
+	}
+	out, err := e.q.ExecutionRequeue(ctx, tx, row.ID)
+	if err != nil {
+		return nil, fmt.Errorf("re-queueing resumed execution: %w", err)
+	}
+	e.InfoContext(ctx, fmt.Sprintf("Execution %s resumed into a full lane %s: pending ahead of new work", row.ExecutionID, row.Lane),
+		"execution_id", row.ExecutionID, "tenant_id", row.TenantID, "lane", row.Lane)
+	if !ok {
+		// The lane row is held: whoever holds it may not see this one.
+		return out, e.insertDispatch(ctx, tx, row.Lane)
+	}
+	return out, nil
+}
+
+// slotFreed runs in the transaction of every transition out of running
+// (finalize, entering a wait): it admits the lane's next runs and hands the
+// session's inbound work on.
+func (e *Engine) slotFreed(ctx context.Context, tx pgx.Tx, row *dbsqlc.AgentExecution) error {
+	if err := e.admitSoon(ctx, tx, row.Lane); err != nil {
+		return err
+	}
+	if row.SessionKey != nil {
+		return e.sessionFreed(ctx, tx, row)
+	}
+	return nil
+}
+
+// LaneStatus is a row of monitor_lanes.
+type LaneStatus struct {
+	Lane          string `json:"lane"`
+	MaxConcurrent int    `json:"max_concurrent"`
+	Running       int    `json:"running"`
+	Pending       int    `json:"pending"`
+	// OldestPendingAgeMS is nil when nothing is pending.
+	OldestPendingAgeMS *int64 `json:"oldest_pending_age_ms"`
+}
+
+// ListLanes returns the lanes' occupancy (monitor_lanes): the global lanes
+// (counts over all tenants) and the tenant's session lanes with work.
+func (e *Engine) ListLanes(ctx context.Context, db dbsqlc.DBTX, tenantID string) ([]LaneStatus, error) {
+	for name := range e.configuredLanes() {
+		if err := e.ensureLane(ctx, db, "", name); err != nil {
+			return nil, err
+		}
+	}
+	rows, err := e.q.MonitorLaneList(ctx, db, tenantID)
+	if err != nil {
+		return nil, fmt.Errorf("listing lanes: %w", err)
+	}
+	out := make([]LaneStatus, 0, len(rows))
+	for _, r := range rows {
+		l := LaneStatus{Lane: r.Lane, MaxConcurrent: int(r.MaxConcurrent), Running: int(r.Running), Pending: int(r.Pending)}
+		if r.Pending > 0 {
+			age := r.OldestPendingAgeMs
+			l.OldestPendingAgeMS = &age
+		}
+		out = append(out, l)
+	}
+	return out, nil
+}
+
+func (e *Engine) configuredLanes() map[string]int {
+	out := map[string]int{}
+	for k := range DefaultLaneLimits {
+		out[k] = e.laneLimit(k)
+	}
+	for k := range e.cfg.LaneLimits {
+		out[k] = e.laneLimit(k)
+	}
+	return out
+}

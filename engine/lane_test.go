@@ -1,0 +1,265 @@
+package engine_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/batonrun/baton/engine"
+	"github.com/batonrun/baton/internal/pgtest"
+	"github.com/batonrun/baton/jobs"
+)
+
+// taskWorkflow is start → work (the tool) → end.
+func taskWorkflow(id, tool string) string {
+	return fmt.Sprintf(`{"workflow_id": %q, "version": "1.0.0", "nodes": [
+	  {"id": "start", "type": "start", "next": "work"},
+	  {"id": "work", "type": "task", "task": %q, "inputs": {"lane": "{{lane}}"}, "next": "end"},
+	  {"id": "end", "type": "end", "result": {"summary": "ok"}}]}`, id, tool)
+}
+
+// laneProcess is one "process": its own pool, engine and River client.
+func laneProcess(t *testing.T, dbURL string, limits map[string]int, tools *engine.Tools) *engine.Engine {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(dbURL)
+	require.NoError(t, err)
+	cfg.MaxConns = 8
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	eng, err := engine.New(engine.Config{Pool: pool, Tools: tools, Channel: &engine.MemoryChannel{}, LaneLimits: limits})
+	require.NoError(t, err)
+	client, err := jobs.NewClient(pool, jobs.Config{Engine: eng, Workers: 16})
+	require.NoError(t, err)
+	startClient(t, client)
+	return eng
+}
+
+// TestLaneInvariantAcrossTwoProcesses drives 200 executions over three lanes
+// with two River clients on separate pools: a sampler never sees a lane
+// running above its limit, nor a lane with a free slot and pending work for
+// long; each lane admits in FIFO order.
+func TestLaneInvariantAcrossTwoProcesses(t *testing.T) {
+	t.Parallel()
+	dbURL := pgtest.NewDatabase(t)
+	limits := map[string]int{"main": 3, "subagent": 2, "batch": 1}
+	var inTool sync.Map // lane → *atomic.Int32
+	var overTool atomic.Int32
+	tools := engine.NewTools()
+	tools.Register("work", func(ctx context.Context, call engine.ToolCall) (map[string]any, error) {
+		lane, _ := call.Inputs["lane"].(string)
+		c, _ := inTool.LoadOrStore(lane, &atomic.Int32{})
+		n := c.(*atomic.Int32).Add(1)
+		defer c.(*atomic.Int32).Add(-1)
+		if int(n) > limits[lane] {
+			overTool.Add(1)
+		}
+		time.Sleep(time.Duration(2+rand.IntN(6)) * time.Millisecond)
+		return map[string]any{"done": true}, nil
+	})
+	a := laneProcess(t, dbURL, limits, tools)
+	b := laneProcess(t, dbURL, limits, tools)
+	ctx := context.Background()
+	tenant := "tenant-lanes"
+	_, _, err := a.DefineWorkflow(ctx, a.Pool(), tenant, []byte(taskWorkflow("lw", "work")))
+	require.NoError(t, err)
+
+	// The sampler reads every lane's running and pending counts in one
+	// snapshot.
+	stop := make(chan struct{})
+	samplerDone := make(chan struct{})
+	var samples, overLimit atomic.Int64
+	var maxStarved atomic.Int64
+	go func() {
+		defer close(samplerDone)
+		starvedSince := map[string]time.Time{}
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			rows, err := b.Pool().Query(ctx, `SELECT lane, count(*) FILTER (WHERE status = 'running'), count(*) FILTER (WHERE status = 'pending')
+				FROM agent_execution GROUP BY lane`)
+			if err != nil {
+				continue
+			}
+			now := time.Now()
+			for rows.Next() {
+				var lane string
+				var running, pending int
+				if rows.Scan(&lane, &running, &pending) != nil {
+					continue
+				}
+				if running > limits[lane] {
+					overLimit.Add(1)
+				}
+				if running < limits[lane] && pending > 0 {
+					if _, ok := starvedSince[lane]; !ok {
+						starvedSince[lane] = now
+					}
+					if d := now.Sub(starvedSince[lane]).Milliseconds(); d > maxStarved.Load() {
+						maxStarved.Store(d)
+					}
+				} else {
+					delete(starvedSince, lane)
+				}
+			}
+			rows.Close()
+			samples.Add(1)
+			time.Sleep(2 * time.Millisecond)
+		}
+	}()
+
+	lanes := []string{"main", "subagent", "batch"}
+	ids := make([]string, 0, 200)
+	for i := range 200 {
+		lane := lanes[i%3]
+		eng := a
+		if i%2 == 1 {
+			eng = b
+		}
+		var x *engine.Execution
+		require.NoError(t, eng.WithTx(ctx, func(tx pgx.Tx) error {
+			var err error
+			x, err = eng.StartExecution(ctx, tx, engine.StartParams{TenantID: tenant, WorkflowID: "lw", Lane: lane,
+				Input: map[string]any{"lane": lane}, Priority: 5})
+			return err
+		}))
+		ids = append(ids, x.ExecutionID)
+	}
+	require.Eventually(t, func() bool {
+		var n int
+		require.NoError(t, a.Pool().QueryRow(ctx, `SELECT count(*) FROM agent_execution WHERE status <> 'completed'`).Scan(&n))
+		return n == 0
+	}, 90*time.Second, 50*time.Millisecond)
+	close(stop)
+	<-samplerDone
+	t.Logf("samples=%d max starved=%dms", samples.Load(), maxStarved.Load())
+	require.Greater(t, samples.Load(), int64(10))
+	require.Zero(t, overLimit.Load(), "a sample saw a lane running above its limit")
+	require.Zero(t, overTool.Load(), "more tool calls of a lane ran at once than its limit")
+	// Loose bound: a free slot with pending work is filled inline or by one
+	// lane.dispatch hop, never left for the sweep.
+	require.Less(t, maxStarved.Load(), int64(1000))
+
+	// FIFO per lane: admission order (started_at, taken under the lane row
+	// lock) is creation order.
+	rows, err := a.Pool().Query(ctx, `SELECT lane, id FROM agent_execution ORDER BY lane, started_at`)
+	require.NoError(t, err)
+	byLane := map[string][]int64{}
+	for rows.Next() {
+		var lane string
+		var id int64
+		require.NoError(t, rows.Scan(&lane, &id))
+		byLane[lane] = append(byLane[lane], id)
+	}
+	require.NoError(t, rows.Err())
+	for lane, order := range byLane {
+		require.True(t, sort.SliceIsSorted(order, func(i, j int) bool { return order[i] < order[j] }), "lane %s admitted out of order: %v", lane, order)
+	}
+	require.Len(t, ids, 200)
+}
+
+// TestWaitingRunFreesItsSlotAndResumesAheadOfNewWork: with main limited to
+// 1, a run waiting (for an event) does not block others; resumed while main
+// is full, it goes pending and is admitted before newer work.
+func TestWaitingRunFreesItsSlotAndResumesAheadOfNewWork(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	b := setupLanes(t, map[string]int{"main": 1}, map[string]engine.ToolFunc{
+		"block": func(ctx context.Context, call engine.ToolCall) (map[string]any, error) {
+			select {
+			case <-release:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+			return map[string]any{}, nil
+		},
+		"noop": func(context.Context, engine.ToolCall) (map[string]any, error) { return map[string]any{}, nil },
+	})
+	b.define(t, waitWorkflow("parent", `{"id": "w", "type": "action", "actionType": "wait_for_event",
+	  "parameters": {"event_id": "go", "timeout": "1h"}, "next": "bye"}`))
+	b.define(t, taskWorkflow("quick", "noop"))
+	b.define(t, taskWorkflow("slow", "block"))
+
+	parent := b.start(t, engine.StartParams{WorkflowID: "parent", ThreadID: "t-parent"})
+	b.waitFor(t, parent.ExecutionID, waiting)
+	// The waiting parent holds no slot: another main run is admitted and ends.
+	q := b.start(t, engine.StartParams{WorkflowID: "quick"})
+	require.Equal(t, engine.StatusCompleted, b.waitFor(t, q.ExecutionID, terminal).Status)
+
+	slow := b.start(t, engine.StartParams{WorkflowID: "slow"})
+	b.waitFor(t, slow.ExecutionID, func(x *engine.Execution) bool { return x.Status == engine.StatusRunning })
+	res, err := b.engine.PublishEvent(context.Background(), engine.PublishEventParams{TenantID: b.tenant,
+		EventType: engine.EventTypeEventCompleted, EventID: "ev-go", ExecutionID: parent.ExecutionID, Data: map[string]any{"event_id": "go"}})
+	require.NoError(t, err)
+	require.Equal(t, []string{parent.ExecutionID}, res.Resumed)
+	require.Equal(t, engine.StatusPending, b.get(t, parent.ExecutionID).Status, "main is full: the resumed run waits for a slot")
+	newer := b.start(t, engine.StartParams{WorkflowID: "quick"})
+	require.Equal(t, engine.StatusPending, newer.Status)
+
+	close(release)
+	require.Equal(t, engine.StatusCompleted, b.waitFor(t, slow.ExecutionID, terminal).Status)
+	p := b.waitFor(t, parent.ExecutionID, terminal)
+	n := b.waitFor(t, newer.ExecutionID, terminal)
+	require.Equal(t, engine.StatusCompleted, p.Status)
+	require.Equal(t, engine.StatusCompleted, n.Status)
+	require.False(t, n.StartedAt.Before(*p.CompletedAt), "the resumed run went ahead of new work")
+	var running int
+	require.NoError(t, b.pool.QueryRow(context.Background(), `SELECT running FROM monitor_lanes WHERE lane = 'main'`).Scan(&running))
+	require.Zero(t, running)
+}
+
+// TestPendingWhenLaneFullAndMonitor: a start into a full lane stays pending
+// and monitor_lanes reports it; freeing the slot admits it.
+func TestPendingWhenLaneFullAndMonitor(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	b := setupLanes(t, map[string]int{"cron": 1}, map[string]engine.ToolFunc{
+		"block": func(ctx context.Context, call engine.ToolCall) (map[string]any, error) {
+			select {
+			case <-release:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+			return map[string]any{}, nil
+		},
+	})
+	b.define(t, taskWorkflow("slow", "block"))
+	first := b.start(t, engine.StartParams{WorkflowID: "slow", Lane: "cron"})
+	require.Equal(t, engine.StatusRunning, first.Status)
+	second := b.start(t, engine.StartParams{WorkflowID: "slow", Lane: "cron"})
+	require.Equal(t, engine.StatusPending, second.Status)
+	lanes, err := b.engine.ListLanes(context.Background(), b.pool, b.tenant)
+	require.NoError(t, err)
+	found := false
+	for _, l := range lanes {
+		if l.Lane == "cron" {
+			found = true
+			require.NotNil(t, l.OldestPendingAgeMS)
+			require.Equal(t, engine.LaneStatus{Lane: "cron", MaxConcurrent: 1, Running: 1, Pending: 1, OldestPendingAgeMS: l.OldestPendingAgeMS}, l)
+		}
+		if l.Lane == "main" {
+			require.Equal(t, 4, l.MaxConcurrent)
+		}
+	}
+	require.True(t, found)
+	close(release)
+	require.Equal(t, engine.StatusCompleted, b.waitFor(t, second.ExecutionID, terminal).Status)
+}
+
+// setupLanes is setup with lane limits.
+func setupLanes(t *testing.T, limits map[string]int, tools map[string]engine.ToolFunc) *testBundle {
+	t.Helper()
+	return setup(t, setupOpts{tools: tools, laneLimits: limits})
+}

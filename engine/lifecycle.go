@@ -1,0 +1,463 @@
+package engine
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/batonrun/baton/db/dbsqlc"
+)
+
+// StartParams describe a new execution (seed 003, 4.2, with API.md's
+// additions).
+type StartParams struct {
+	// TenantID owns the execution. Required.
+	TenantID string
+	// WorkflowID names the workflow to run. Required.
+	WorkflowID string
+	// Version picks a stored version; empty means the latest.
+	Version string
+	// ExecutionID is the client's id for the execution; empty means a
+	// generated one.
+	ExecutionID string
+	// ThreadID names the conversation the execution talks in; empty means
+	// an implicit thread of its own.
+	ThreadID string
+	// Lane overrides the definition's lane; empty means the definition's,
+	// else "main".
+	Lane string
+	// Input becomes the initial variables.
+	Input map[string]any
+	// Context is kept with the execution and visible to templates as
+	// "context".
+	Context map[string]any
+	// CorrelationID traces the request that started the execution.
+	CorrelationID string
+	// IdempotencyKey is the request's message_id, kept for reference.
+	IdempotencyKey string
+	// CallbackURL receives the result when the execution ends.
+	CallbackURL string
+	// Priority is the envelope's priority, 0 (lowest) to 10; callers pass 5
+	// when the request names none.
+	Priority int
+	// ParentExecutionID is the row id of the execution that triggered this
+	// one (trigger_agent); zero for a top-level execution.
+	ParentExecutionID int64
+	// CanInheritLock lets this child take over its parent's thread lock
+	// (trigger_agent with waitForCompletion).
+	CanInheritLock bool
+	// SessionKey, when set, puts the execution in that session lane
+	// ("session:<thread key>", limit 1) besides its lane; runs started by
+	// inbound messages have one.
+	SessionKey string
+}
+
+// StartExecution creates an execution and starts it, in tx: the execution
+// row, its thread, the workflow.started event and its first step commit
+// together. A top-level execution runs its first step right there, up to
+// its first wait, tool call or end; a child's first step is a job.
+func (e *Engine) StartExecution(ctx context.Context, tx pgx.Tx, p StartParams) (*Execution, error) {
+	if p.WorkflowID == "" {
+		return nil, &InputError{Field: "payload.workflow_id", Message: "is required"}
+	}
+	def, err := e.GetDefinition(ctx, tx, p.TenantID, p.WorkflowID, p.Version)
+	if err != nil {
+		if errors.Is(err, ErrNotFound) {
+			return nil, fmt.Errorf("workflow %s: %w", p.WorkflowID, ErrNotFound)
+		}
+		return nil, err
+	}
+	if p.ExecutionID == "" {
+		p.ExecutionID = newID("exec")
+	}
+	threadKey := p.ThreadID
+	if threadKey == "" {
+		threadKey = "implicit:" + p.ExecutionID
+	}
+	thread, err := e.q.ThreadEnsure(ctx, tx, &dbsqlc.ThreadEnsureParams{TenantID: p.TenantID, ThreadID: threadKey, Channel: "api", Contact: threadKey})
+	if err != nil {
+		return nil, fmt.Errorf("ensuring thread %s: %w", threadKey, err)
+	}
+	// A child's lane is the trigger_agent parameter, else its definition's,
+	// else subagent; an API-started run's is the payload's, else the
+	// definition's, else main (DESIGN.md, "Decisions: Lanes").
+	lane := p.Lane
+	if lane == "" {
+		lane = def.Lane
+	}
+	if lane == "" {
+		lane = "main"
+		if p.ParentExecutionID != 0 {
+			lane = "subagent"
+		}
+	}
+	var parent, eventData = (*int64)(nil), json.RawMessage(nil)
+	if p.ParentExecutionID != 0 {
+		parent = &p.ParentExecutionID
+		eventData = mustJSON(map[string]any{"parentExecutionId": p.ParentExecutionID, "canInheritLock": p.CanInheritLock})
+	}
+	vars := p.Input
+	if vars == nil {
+		vars = map[string]any{}
+	}
+	start := def.Start()
+	var idem, callback *string
+	if p.IdempotencyKey != "" {
+		idem = &p.IdempotencyKey
+	}
+	if p.CallbackURL != "" {
+		if err := e.CheckCallbackURL(p.CallbackURL); err != nil {
+			return nil, err
+		}
+		callback = &p.CallbackURL
+	}
+	row, err := e.q.ExecutionInsert(ctx, tx, &dbsqlc.ExecutionInsertParams{
+		TenantID: p.TenantID, ExecutionID: p.ExecutionID, WorkflowID: def.WorkflowID, Version: def.Version,
+		Lane: lane, ThreadID: thread.ID, CurrentNodeID: &start.ID,
+		Input: mustJSON(vars), Context: mustJSON(orEmpty(p.Context)), Variables: mustJSON(vars),
+		CorrelationID: p.CorrelationID, IdempotencyKey: idem, CallbackUrl: callback,
+		Priority: int16(clampPriority(p.Priority)), TotalSteps: int32(def.Remaining(start.ID)),
+		ParentExecutionID: parent, CanInheritLock: p.CanInheritLock, EventData: eventData,
+	})
+	if err != nil {
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "23505" && pgErr.ConstraintName == "agent_execution_execution_id_key" {
+			return nil, &ConflictError{Code: "workflow.execute.duplicate_execution_id", Message: fmt.Sprintf("execution_id %q is already in use", p.ExecutionID)}
+		}
+		return nil, fmt.Errorf("inserting execution: %w", err)
+	}
+	if p.SessionKey != "" {
+		if err := e.q.ExecutionSetSession(ctx, tx, &dbsqlc.ExecutionSetSessionParams{ID: row.ID, SessionKey: p.SessionKey}); err != nil {
+			return nil, fmt.Errorf("setting session lane: %w", err)
+		}
+		row.SessionKey = &p.SessionKey
+	}
+	events := &eventLog{tenantID: p.TenantID, executionID: row.ID}
+	events.add(EventStarted, "info", "", fmt.Sprintf("Starting execution %s", row.ExecutionID), map[string]any{
+		"workflow_id": def.WorkflowID, "version": def.Version, "execution_id": row.ExecutionID,
+		"thread_id": threadKey, "lane": lane, "total_steps": row.TotalSteps,
+	})
+	if err := events.write(ctx, e.q, tx); err != nil {
+		return nil, err
+	}
+	e.InfoContext(ctx, fmt.Sprintf("Starting execution %s", row.ExecutionID),
+		"execution_id", row.ExecutionID, "thread_id", threadKey, "tenant_id", p.TenantID,
+		"correlation_id", p.CorrelationID, "workflow_id", def.WorkflowID)
+	// New work is pending until its lane admits it (engine/lane.go);
+	// admission enqueues the first step of what it admits.
+	if row, err = e.enterLane(ctx, tx, row); err != nil {
+		return nil, err
+	}
+	if row.Status != StatusRunning || p.ParentExecutionID != 0 || e.cfg.DeferFirstStep {
+		// A child starts in its own step: its parent must be waiting for it
+		// before it can end.
+		return executionFromRow(row, threadKey, nil, nil), nil
+	}
+	// Admitted at once: the first step runs in the start transaction, up to
+	// the first wait, tool call or end (the step job admission enqueued
+	// finds its checkpoint gone and does nothing). The thread row is already
+	// ours from ThreadEnsure.
+	run := newStepRun(e, tx, def.Definition, row)
+	run.thread = thread
+	if err := run.advance(ctx, nil); err != nil {
+		return nil, err
+	}
+	run.events.after.report(e.metrics) // the caller commits tx
+	row, err = e.q.ExecutionGetByID(ctx, tx, row.ID)
+	if err != nil {
+		return nil, fmt.Errorf("reading started execution: %w", err)
+	}
+	return executionFromRow(row, threadKey, nil, nil), nil
+}
+
+// GetExecution returns an execution of the tenant by its external id.
+func (e *Engine) GetExecution(ctx context.Context, db dbsqlc.DBTX, tenantID, executionID string) (*Execution, error) {
+	r, err := e.q.ExecutionViewByExecutionID(ctx, db, &dbsqlc.ExecutionViewByExecutionIDParams{TenantID: tenantID, ExecutionID: executionID})
+	if err != nil {
+		return nil, notFound(err)
+	}
+	return executionFromRow(&r.AgentExecution, r.ThreadKey, r.ParentKey, r.RestartedFromKey), nil
+}
+
+// ExecutionFilter narrows ListExecutions; empty fields do not filter.
+type ExecutionFilter struct {
+	Status            string
+	WorkflowID        string
+	ThreadID          string
+	ParentExecutionID string
+	// BeforeID continues a listing after the row id of its last item.
+	BeforeID int64
+	// Limit is the page size.
+	Limit int
+}
+
+// ListExecutions returns the tenant's executions, newest first.
+func (e *Engine) ListExecutions(ctx context.Context, db dbsqlc.DBTX, tenantID string, f ExecutionFilter) ([]*Execution, error) {
+	params := &dbsqlc.ExecutionViewListParams{TenantID: tenantID, Max: int32(f.Limit)}
+	if f.Status != "" {
+		if !dbsqlc.ExecutionStatus(f.Status).Valid() {
+			return nil, &InputError{Field: "status", Message: fmt.Sprintf("unknown status %q", f.Status)}
+		}
+		params.Status = &f.Status
+	}
+	if f.WorkflowID != "" {
+		params.WorkflowID = &f.WorkflowID
+	}
+	if f.ThreadID != "" {
+		params.ThreadKey = &f.ThreadID
+	}
+	if f.ParentExecutionID != "" {
+		params.ParentKey = &f.ParentExecutionID
+	}
+	if f.BeforeID > 0 {
+		params.BeforeID = &f.BeforeID
+	}
+	rows, err := e.q.ExecutionViewList(ctx, db, params)
+	if err != nil {
+		return nil, fmt.Errorf("listing executions: %w", err)
+	}
+	out := make([]*Execution, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, executionFromRow(&r.AgentExecution, r.ThreadKey, r.ParentKey, r.RestartedFromKey))
+	}
+	return out, nil
+}
+
+// Cancel cancels a live execution in a transaction of its own; see CancelTx.
+func (e *Engine) Cancel(ctx context.Context, tenantID, executionID, cancelledBy, reason string) (*Execution, error) {
+	var out *Execution
+	err := e.WithTx(ctx, func(tx pgx.Tx) error {
+		var err error
+		out, err = e.CancelTx(ctx, tx, tenantID, executionID, cancelledBy, reason)
+		return err
+	})
+	return out, err
+}
+
+// CancelTx cancels a live execution in tx: pending, running or waiting
+// becomes cancelled in one compare-and-swap with its finalization. A terminal
+// execution is a *TransitionError and stays as it is.
+func (e *Engine) CancelTx(ctx context.Context, tx pgx.Tx, tenantID, executionID, cancelledBy, reason string) (*Execution, error) {
+	if cancelledBy == "" {
+		cancelledBy = "user"
+	}
+	var out *Execution
+	err := func() error {
+		cur, err := e.q.ExecutionGetByExecutionID(ctx, tx, &dbsqlc.ExecutionGetByExecutionIDParams{TenantID: tenantID, ExecutionID: executionID})
+		if err != nil {
+			return notFound(err)
+		}
+		if _, err := e.lockThread(ctx, tx, cur.ThreadID); err != nil {
+			return err
+		}
+		var reasonPtr *string
+		if reason != "" {
+			reasonPtr = &reason
+		}
+		summary := "Cancelled by " + cancelledBy
+		if reason != "" {
+			summary += ": " + reason
+		}
+		row, err := e.q.ExecutionCancel(ctx, tx, &dbsqlc.ExecutionCancelParams{ID: cur.ID, ResultSummary: summary, CancelledBy: cancelledBy, CancelReason: reasonPtr})
+		if err != nil {
+			if errors.Is(err, pgx.ErrNoRows) {
+				return e.lostTransition(ctx, tx, cur.ID, "cancel")
+			}
+			return fmt.Errorf("cancelling execution: %w", err)
+		}
+		events := &eventLog{tenantID: row.TenantID, executionID: row.ID}
+		if err := e.finalize(ctx, tx, row, events); err != nil {
+			return err
+		}
+		// Cancelling a parent cancels the child it waits for (after the
+		// parent, so the child's finalize finds no parent to resume).
+		if err := e.cancelWaitedChild(ctx, tx, cur, fmt.Sprintf("parent execution %s was cancelled", executionID)); err != nil {
+			return err
+		}
+		// The caller owns tx and commits it: report now.
+		events.after.report(e.metrics)
+		out, err = e.GetExecution(ctx, tx, tenantID, executionID)
+		return err
+	}()
+	return out, err
+}
+
+// Fail ends a live execution as failed from outside its step, such as when
+// its step job has run out of attempts. A non-zero stepSeq fails it only if
+// its checkpoint is still that one (a step that committed after all is not
+// undone). A terminal or moved-on execution is a *TransitionError.
+func (e *Engine) Fail(ctx context.Context, executionID, stepSeq int64, code, message string) error {
+	var events *eventLog
+	err := e.WithTx(ctx, func(tx pgx.Tx) error {
+		cur, err := e.q.ExecutionGetByID(ctx, tx, executionID)
+		if err != nil {
+			return notFound(err)
+		}
+		if _, err := e.lockThread(ctx, tx, cur.ThreadID); err != nil {
+			return err
+		}
+		var seq *int64
+		if stepSeq > 0 {
+			seq = &stepSeq
+		}
+		row, err := e.q.ExecutionFail(ctx, tx, &dbsqlc.ExecutionFailParams{ID: executionID, ErrorCode: code, ErrorMessage: message, StepSeq: seq})
+		if err != nil {
+			if errors.Is(err, pgx.ErrNoRows) {
+				return e.lostTransition(ctx, tx, executionID, "fail")
+			}
+			return fmt.Errorf("failing execution: %w", err)
+		}
+		events = &eventLog{tenantID: row.TenantID, executionID: row.ID}
+		return e.finalize(ctx, tx, row, events)
+	})
+	if err == nil {
+		events.after.report(e.metrics)
+	}
+	return err
+}
+
+// lostTransition builds the typed error of a transition that found the
+// execution in another state.
+func (e *Engine) lostTransition(ctx context.Context, db dbsqlc.DBTX, id int64, transition string) error {
+	cur, err := e.q.ExecutionGetByID(ctx, db, id)
+	if err != nil {
+		return notFound(err)
+	}
+	return &TransitionError{ExecutionID: cur.ExecutionID, Transition: transition, Status: cur.Status}
+}
+
+// finalize does what every terminal transition needs, in its transaction,
+// whose caller holds the execution's thread row: it releases or hands back
+// the thread lock and wakes the drain, writes the workflow.completed event,
+// enqueues the workflow.callback job when the execution has a callback_url,
+// and logs the seed's line.
+func (e *Engine) finalize(ctx context.Context, tx pgx.Tx, row *dbsqlc.AgentExecution, events *eventLog) error {
+	if events == nil {
+		events = &eventLog{tenantID: row.TenantID, executionID: row.ID}
+	}
+	if err := e.releaseLock(ctx, tx, row, events); err != nil {
+		return err
+	}
+	if err := e.resumeParent(ctx, tx, row); err != nil {
+		return err
+	}
+	if err := e.slotFreed(ctx, tx, row); err != nil {
+		return err
+	}
+	resultType := deref(row.ResultType)
+	payload := map[string]any{
+		"status":      completedStatus(row.Status),
+		"result_type": resultType,
+		"node_path":   row.NodePath,
+	}
+	if row.ResultSummary != nil {
+		payload["result_summary"] = *row.ResultSummary
+	}
+	if row.ErrorCode != nil {
+		payload["error"] = map[string]any{"code": *row.ErrorCode, "message": deref(row.ErrorMessage), "failed_node_id": row.FailedNodeID}
+	}
+	payload["steps_executed"] = row.StepsCompleted
+	ended := time.Now()
+	if row.CompletedAt != nil {
+		ended = *row.CompletedAt
+	}
+	duration := ended.Sub(row.CreatedAt)
+	payload["total_duration_ms"] = duration.Milliseconds()
+	workflowID, status, code := row.WorkflowID, row.Status, deref(row.ErrorCode)
+	events.after.add(func(m Metrics) {
+		m.ExecutionFinished(workflowID, status, duration)
+		if code != "" {
+			m.Error(code)
+		}
+	})
+	msg := fmt.Sprintf("Execution %s completed with result: %s", row.ExecutionID, resultType)
+	level := "info"
+	if row.Status == StatusFailed {
+		level = "error"
+	}
+	events.add(EventCompleted, level, "", msg, payload)
+	if err := events.write(ctx, e.q, tx); err != nil {
+		return err
+	}
+	if err := e.enqueueCallback(ctx, tx, row); err != nil {
+		return err
+	}
+	e.Log(ctx, levelOf(level), msg, "execution_id", row.ExecutionID, "tenant_id", row.TenantID,
+		"thread_id", row.ThreadID, "correlation_id", row.CorrelationID, "status", string(row.Status))
+	return nil
+}
+
+// completedStatus is the payload status of workflow.completed (API.md).
+func completedStatus(s ExecutionStatus) string {
+	switch s {
+	case StatusCompleted:
+		return "successful"
+	case StatusFailed:
+		return "failed"
+	case StatusTimeout:
+		return "timeout"
+	default:
+		return "cancelled"
+	}
+}
+
+func newID(prefix string) string {
+	var b [12]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err) // crypto/rand never fails on supported platforms
+	}
+	return prefix + "-" + hex.EncodeToString(b[:])
+}
+
+func clampPriority(p int) int {
+	switch {
+	case p < 0:
+		return 0
+	case p > 10:
+		return 10
+	}
+	return p
+}
+
+// riverPriority maps the envelope's priority (0–10, 10 most urgent) to
+// River's (1–4, 1 most urgent).
+func riverPriority(p int) int {
+	switch {
+	case p >= 9:
+		return 1
+	case p >= 6:
+		return 2
+	case p >= 3:
+		return 3
+	default:
+		return 4
+	}
+}
+
+func orEmpty(m map[string]any) map[string]any {
+	if m == nil {
+		return map[string]any{}
+	}
+	return m
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+func jsonUnmarshal(b []byte, v any) error {
+	if len(b) == 0 {
+		return nil
+	}
+	return json.Unmarshal(b, v)
+}

@@ -1,0 +1,133 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/batonrun/baton/db/dbsqlc"
+)
+
+// resumeSpec is what a resume merges into a waiting execution.
+type resumeSpec struct {
+	// vars are the execution's variables after the merge.
+	vars Variables
+	// eventData is stored as the execution's event_data.
+	eventData map[string]any
+	// cause names what resumed it: an event type, INPUT, TIMEOUT or
+	// SCHEDULE_REACHED.
+	cause string
+	// timedOut is the value of the timedOut variable after the resume.
+	timedOut bool
+	// events collects the transaction's events; nil means a new log.
+	events *eventLog
+}
+
+// resumeLocked moves a waiting execution, locked by the caller, to running
+// at its wait node's next node: the variables merged, the workflow.resumed
+// event and the next step job, in the caller's transaction. The
+// compare-and-swap on wait_seq makes a second resume of the same wait (or a
+// resume racing its timeout) change nothing and say so.
+func (e *Engine) resumeLocked(ctx context.Context, tx pgx.Tx, row *dbsqlc.AgentExecution, spec resumeSpec) (*dbsqlc.AgentExecution, error) {
+	def, err := e.definitionByKey(ctx, tx, row.TenantID, row.WorkflowID, row.Version)
+	if err != nil {
+		return nil, err
+	}
+	waitNode := def.Node(deref(row.CurrentNodeID))
+	if waitNode == nil {
+		return nil, fmt.Errorf("resuming execution %s: wait node %q is not in the definition", row.ExecutionID, deref(row.CurrentNodeID))
+	}
+	vars := spec.vars
+	if vars == nil {
+		vars = Variables{}
+		_ = jsonUnmarshal(row.Variables, &vars)
+	}
+	vars["timedOut"] = spec.timedOut
+	var eventData []byte
+	if spec.eventData != nil {
+		eventData = mustJSON(spec.eventData)
+	}
+	next := waitNode.Next
+	out, err := e.q.ExecutionResume(ctx, tx, &dbsqlc.ExecutionResumeParams{
+		ID: row.ID, WaitSeq: row.WaitSeq, CurrentNodeID: next, Variables: mustJSON(vars),
+		TotalSteps: row.StepsCompleted + int32(def.Remaining(next)), EventData: eventData,
+	})
+	if err != nil {
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil, e.lostTransition(ctx, tx, row.ID, "resume")
+		}
+		return nil, fmt.Errorf("resuming execution: %w", err)
+	}
+	events := spec.events
+	if events == nil {
+		events = &eventLog{tenantID: row.TenantID, executionID: row.ID}
+	}
+	msg := fmt.Sprintf("Resuming execution %s", row.ExecutionID)
+	events.add(EventResumed, "info", waitNode.ID, msg, map[string]any{
+		"cause": spec.cause, "waiting_for": deref(row.WaitingFor), "wait_seq": row.WaitSeq,
+		"timed_out": spec.timedOut, "next_node": nilIfEmpty(next),
+	})
+	if err := events.write(ctx, e.q, tx); err != nil {
+		return nil, err
+	}
+	// Back through admission, ahead of new work (engine/lane.go).
+	if out, err = e.admitResumed(ctx, tx, out); err != nil {
+		return nil, err
+	}
+	attrs := []any{"execution_id", row.ExecutionID, "tenant_id", row.TenantID, "thread_id", row.ThreadID, "correlation_id", row.CorrelationID}
+	e.InfoContext(ctx, msg, append(attrs, "cause", spec.cause, "waiting_for", deref(row.WaitingFor))...)
+	e.DebugContext(ctx, fmt.Sprintf("Updating state: shouldWait=false, lastResponse=%q", renderText(vars["lastResponse"])), attrs...)
+	e.InfoContext(ctx, "Continuing from checkpoint", append(attrs, "node_id", next, "step_seq", out.StepSeq)...)
+	return out, nil
+}
+
+// InputParams answer an execution's input request (seed 003, 4.4).
+type InputParams struct {
+	// TenantID owns the execution.
+	TenantID string
+	// ExecutionID is the execution's external id.
+	ExecutionID string
+	// NodeID, when set, must be the request_input node the execution waits
+	// at.
+	NodeID string
+	// Input becomes variables.
+	Input map[string]any
+}
+
+// ProvideInputTx resumes an execution waiting for input, in tx: the input's
+// fields become variables (and the whole input the variable "input"). An
+// execution not waiting for input there is a *ConflictError with code
+// workflow.input.not_waiting, and nothing changes.
+func (e *Engine) ProvideInputTx(ctx context.Context, tx pgx.Tx, p InputParams) (*Execution, error) {
+	row, err := e.q.ExecutionLockByExecutionID(ctx, tx, &dbsqlc.ExecutionLockByExecutionIDParams{TenantID: p.TenantID, ExecutionID: p.ExecutionID})
+	if err != nil {
+		return nil, notFound(err)
+	}
+	if row.Status != StatusWaiting || deref(row.WaitingFor) != "input" {
+		return nil, &ConflictError{Code: "workflow.input.not_waiting",
+			Message: fmt.Sprintf("execution %s is %s%s, not waiting for input", row.ExecutionID, row.Status, waitingSuffix(row))}
+	}
+	if p.NodeID != "" && p.NodeID != deref(row.CurrentNodeID) {
+		return nil, &ConflictError{Code: "workflow.input.not_waiting",
+			Message: fmt.Sprintf("execution %s waits for input at node %s, not %s", row.ExecutionID, deref(row.CurrentNodeID), p.NodeID)}
+	}
+	vars := Variables{}
+	_ = jsonUnmarshal(row.Variables, &vars)
+	for k, v := range p.Input {
+		vars[k] = v
+	}
+	vars["input"] = orEmpty(p.Input)
+	if _, err := e.resumeLocked(ctx, tx, row, resumeSpec{vars: vars, eventData: orEmpty(p.Input), cause: "INPUT"}); err != nil {
+		return nil, err
+	}
+	return e.GetExecution(ctx, tx, p.TenantID, p.ExecutionID)
+}
+
+func waitingSuffix(row *dbsqlc.AgentExecution) string {
+	if row.Status == StatusWaiting {
+		return " (waiting for " + deref(row.WaitingFor) + ")"
+	}
+	return ""
+}

@@ -1,0 +1,420 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/batonrun/baton/db/dbsqlc"
+)
+
+// CompleteFunc completes the River job that runs a step, inside the step's
+// transaction (river.JobCompleteTx), so the step's effects and the job's
+// completion commit together.
+type CompleteFunc func(ctx context.Context, tx pgx.Tx) error
+
+// RunStep advances an execution from the checkpoint whose step_seq is
+// stepSeq: it runs nodes until the execution ends, must wait, or reaches a
+// task whose tool must be called outside a transaction, then writes the
+// checkpoint, the events and the next jobs in one transaction with complete.
+// A job whose checkpoint is no longer current changes nothing.
+func (e *Engine) RunStep(ctx context.Context, executionID, stepSeq int64, complete CompleteFunc) error {
+	return e.RunStepAttempt(ctx, executionID, stepSeq, 1, complete)
+}
+
+// RunStepAttempt is RunStep for the given attempt of the step's job (1 for
+// the first): an attempt over 1 is reported to Metrics as a retry of the
+// step.
+func (e *Engine) RunStepAttempt(ctx context.Context, executionID, stepSeq int64, attempt int, complete CompleteFunc) error {
+	snap, err := e.q.ExecutionGetByID(ctx, e.pool, executionID)
+	if err != nil {
+		if errors.Is(notFound(err), ErrNotFound) {
+			return nil // nothing to advance
+		}
+		return fmt.Errorf("reading execution %d: %w", executionID, err)
+	}
+	if snap.Status != StatusRunning || snap.StepSeq != stepSeq {
+		e.DebugContext(ctx, "stale step job", "execution_id", snap.ExecutionID, "job_step_seq", stepSeq, "step_seq", snap.StepSeq, "status", string(snap.Status))
+		return nil
+	}
+	def, err := e.definitionByKey(ctx, e.pool, snap.TenantID, snap.WorkflowID, snap.Version)
+	if err != nil {
+		return err
+	}
+	if attempt > 1 {
+		e.metrics.Retry(snap.WorkflowID, deref(snap.CurrentNodeID))
+	}
+	// A task's tool is called before the transaction, never inside it.
+	var pre *toolResult
+	if node := def.Node(deref(snap.CurrentNodeID)); node != nil && node.Type == NodeTask {
+		began := time.Now()
+		pre = e.callTool(ctx, snap, def, node)
+		pre.duration = time.Since(began)
+		if err := ctx.Err(); err != nil {
+			// This worker is stopping: the call's failure is not the tool's.
+			return fmt.Errorf("step interrupted during tool call: %w", err)
+		}
+		if pre.breakerWait > 0 {
+			// The tool's breaker is open: wait for its probe without spending
+			// an attempt or failing.
+			return &SnoozeError{Delay: pre.breakerWait, Reason: fmt.Sprintf("circuit breaker of tool %s is open", node.Task)}
+		}
+		if pre.retryable() {
+			return e.scheduleRetry(ctx, snap, node, pre)
+		}
+	}
+	var run *stepRun
+	err = e.WithTx(ctx, func(tx pgx.Tx) error {
+		// The thread first, then the execution (DESIGN.md, "Lock order").
+		thread, err := e.lockThread(ctx, tx, snap.ThreadID)
+		if err != nil {
+			return err
+		}
+		row, err := e.q.ExecutionLockForStep(ctx, tx, &dbsqlc.ExecutionLockForStepParams{ID: executionID, StepSeq: stepSeq})
+		if err != nil {
+			if errors.Is(err, pgx.ErrNoRows) {
+				return complete(ctx, tx) // another transition won; this job is done
+			}
+			return fmt.Errorf("locking execution %d: %w", executionID, err)
+		}
+		// Inbound messages steered into the run arrive at this boundary.
+		if err := e.takeSteered(ctx, tx, row); err != nil {
+			return err
+		}
+		run = newStepRun(e, tx, def, row)
+		run.thread = thread
+		if err := run.advance(ctx, pre); err != nil {
+			return err
+		}
+		return complete(ctx, tx)
+	})
+	if err == nil && run != nil {
+		run.events.after.report(e.metrics)
+	}
+	return err
+}
+
+// stepRun is one step transaction's walk through the graph.
+type stepRun struct {
+	e      *Engine
+	tx     pgx.Tx
+	def    *Definition
+	row    *dbsqlc.AgentExecution
+	vars   Variables
+	path   []string
+	steps  int
+	events *eventLog
+	// thread is the execution's thread, locked FOR UPDATE by the step.
+	thread *dbsqlc.Thread
+	// deliver is set once a message waits for delivery on the thread.
+	deliver bool
+	// waitingChild is the child a trigger_agent node is about to wait for.
+	waitingChild string
+	// nodeStart is when the current node began (for a task, when its tool
+	// call began).
+	nodeStart time.Time
+}
+
+func newStepRun(e *Engine, tx pgx.Tx, def *Definition, row *dbsqlc.AgentExecution) *stepRun {
+	vars := Variables{}
+	_ = jsonUnmarshal(row.Variables, &vars)
+	return &stepRun{
+		e: e, tx: tx, def: def, row: row, vars: vars,
+		path: append([]string(nil), row.NodePath...), steps: int(row.StepsCompleted),
+		events: &eventLog{tenantID: row.TenantID, executionID: row.ID},
+	}
+}
+
+// stepFailure fails the execution at a node.
+type stepFailure struct {
+	code, message, nodeID string
+	// details become the execution's error_details; nil for failures that
+	// are not worth retrying.
+	details map[string]any
+}
+
+func (r *stepRun) logAttrs() []any {
+	return []any{"execution_id", r.row.ExecutionID, "tenant_id", r.row.TenantID, "thread_id", r.row.ThreadID, "correlation_id", r.row.CorrelationID}
+}
+
+// advance walks nodes from the checkpoint and persists where it stops.
+func (r *stepRun) advance(ctx context.Context, pre *toolResult) error {
+	cur := deref(r.row.CurrentNodeID)
+	for i := 0; ; i++ {
+		if i >= r.e.cfg.MaxNodesPerStep {
+			return r.checkpoint(ctx, cur)
+		}
+		node := r.def.Node(cur)
+		if node == nil {
+			return r.fail(ctx, &stepFailure{code: CodeStepFailed, message: fmt.Sprintf("node %q is not in the definition", cur), nodeID: cur})
+		}
+		if node.Type == NodeTask && (i > 0 || pre == nil) {
+			// The tool is called by the next step job, outside a transaction.
+			return r.checkpoint(ctx, cur)
+		}
+		next, failure, done, err := r.runNode(ctx, node, pre)
+		if err != nil {
+			return err
+		}
+		if failure != nil {
+			return r.fail(ctx, failure)
+		}
+		if done {
+			return nil
+		}
+		cur = next
+	}
+}
+
+// runNode executes one node. It returns the next node, or a failure, or
+// done when the node ended the execution.
+func (r *stepRun) runNode(ctx context.Context, node *Node, pre *toolResult) (next string, failure *stepFailure, done bool, err error) {
+	r.nodeStart = time.Now()
+	if node.Type == NodeTask && pre != nil {
+		r.nodeStart = r.nodeStart.Add(-pre.duration)
+	}
+	payload := map[string]any{"step_id": node.ID, "node_type": node.Type}
+	switch node.Type {
+	case NodeStart:
+		next = node.Next
+	case NodeDecision:
+		if node.condition == nil {
+			return "", &stepFailure{code: CodeStepFailed, message: "decision has no valid condition", nodeID: node.ID}, false, nil
+		}
+		val, evalErr := node.condition.eval(r.vars)
+		if evalErr != nil {
+			return "", &stepFailure{code: CodeStepFailed, message: evalErr.Error(), nodeID: node.ID}, false, nil
+		}
+		key := branchKey(val)
+		target, ok := node.Branches[key]
+		if !ok {
+			target, ok = node.Branches["default"]
+		}
+		if !ok {
+			return "", &stepFailure{code: CodeStepFailed, message: fmt.Sprintf("condition %q gave %q and no branch matches it", node.Condition, key), nodeID: node.ID}, false, nil
+		}
+		payload["decision_made"] = fmt.Sprintf("The condition '%s' evaluated to %s", node.Condition, key)
+		payload["step_result"] = map[string]any{"value": val}
+		next = target
+	case NodeTask:
+		if pre.err != nil {
+			return "", pre.failure(node), false, nil
+		}
+		if node.Output != "" {
+			r.vars[node.Output] = pre.output
+		} else {
+			for k, v := range pre.output {
+				r.vars[k] = v
+			}
+		}
+		payload["step_result"] = pre.output
+		next = node.Next
+	case NodeAction:
+		payload["action_type"] = node.ActionType
+		if node.ActionType == ActionTriggerAgent {
+			var waited bool
+			failure, waited, err = r.triggerAgent(ctx, node, payload)
+			if err != nil || failure != nil || waited {
+				return "", failure, waited, err
+			}
+			next = node.Next
+			break
+		}
+		if _, waits := waitKinds[node.ActionType]; waits {
+			failure, err = r.enterWait(ctx, node, payload)
+			return "", failure, failure == nil, err
+		}
+		failure, err = r.runAction(ctx, node, payload)
+		if err != nil || failure != nil {
+			return "", failure, false, err
+		}
+		next = node.Next
+	case NodeEnd:
+		r.record(node, "", payload)
+		return "", nil, true, r.complete(ctx, node)
+	default:
+		return "", &stepFailure{code: CodeStepFailed, message: fmt.Sprintf("unknown node type %q", node.Type), nodeID: node.ID}, false, nil
+	}
+	r.record(node, next, payload)
+	return next, nil, false, nil
+}
+
+func (r *stepRun) runAction(ctx context.Context, node *Node, payload map[string]any) (*stepFailure, error) {
+	in := &interpolation{vars: r.vars}
+	defer r.warnMissing(node, in)
+	switch node.ActionType {
+	case ActionSetVariables:
+		values, _ := in.value(node.Parameters["values"]).(map[string]any)
+		for k, v := range values {
+			r.vars[k] = v
+		}
+		payload["step_result"] = values
+	case ActionSendMessage:
+		raw, _ := node.Parameters["message"].(string)
+		result, err := r.send(ctx, node.ID, in.text(raw))
+		if err != nil {
+			return nil, err
+		}
+		payload["step_result"] = result
+	default:
+		return &stepFailure{
+			code:    CodeStepFailed,
+			message: fmt.Sprintf("action %s is not supported by this version of Baton", node.ActionType),
+			nodeID:  node.ID,
+		}, nil
+	}
+	return nil, nil
+}
+
+// send stores an outbound message on the execution's thread: into the
+// outbox when the execution holds the thread's lock, queued otherwise.
+func (r *stepRun) send(ctx context.Context, nodeID, body string) (map[string]any, error) {
+	decision, err := r.e.acquireForSend(ctx, r.tx, r.thread, r.row, r.events)
+	if err != nil {
+		return nil, err
+	}
+	msg, err := r.e.q.MessageInsertOutbound(ctx, r.tx, &dbsqlc.MessageInsertOutboundParams{
+		TenantID: r.row.TenantID, ThreadID: r.row.ThreadID, ExecutionID: r.row.ID,
+		NodeID: nodeID, StepSeq: r.row.StepSeq, Body: body, Queued: !decision.holder,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("storing outbound message: %w", err)
+	}
+	if !decision.holder {
+		r.events.add(EventMessageQueued, "info", nodeID, fmt.Sprintf("Message %d queued: thread %s is held by another execution", msg.ID, r.thread.ThreadID),
+			map[string]any{"message_id": msg.ID, "body": body, "thread_id": r.thread.ThreadID})
+		return map[string]any{"message_id": msg.ID, "queued": true}, nil
+	}
+	if !r.deliver {
+		if err := r.e.jobs.InsertDeliver(ctx, r.tx, r.row.ThreadID); err != nil {
+			return nil, fmt.Errorf("enqueueing delivery: %w", err)
+		}
+		r.deliver = true
+	}
+	r.events.add(EventMessagePending, "info", nodeID, fmt.Sprintf("Message %d accepted for delivery", msg.ID),
+		map[string]any{"message_id": msg.ID, "body": body, "thread_id": r.thread.ThreadID})
+	return map[string]any{"message_id": msg.ID, "queued": false}, nil
+}
+
+// warnMissing records a warning event for placeholders that named no
+// variable.
+func (r *stepRun) warnMissing(node *Node, in *interpolation) {
+	for _, p := range in.missing {
+		r.events.add(EventTemplateWarning, "warn", node.ID, fmt.Sprintf("Variable %q is not set; it rendered empty", p), map[string]any{"variable": p})
+	}
+	in.missing = nil
+}
+
+// record appends a finished node to the path and writes its step event.
+func (r *stepRun) record(node *Node, next string, payload map[string]any) {
+	r.path = append(r.path, node.ID)
+	r.steps++
+	total := r.steps + r.def.Remaining(next)
+	payload["next_node"] = nilIfEmpty(next)
+	payload["completed_steps"] = r.steps
+	payload["total_steps"] = total
+	payload["progress_percentage"] = percentage(r.steps, total)
+	payload["status"] = "completed"
+	payload["progress"] = map[string]any{"current_step": r.steps, "total_steps": total, "percentage": percentage(r.steps, total)}
+	label := node.Type
+	if node.ActionType != "" {
+		label = node.ActionType
+	}
+	if !r.nodeStart.IsZero() {
+		duration := time.Since(r.nodeStart)
+		payload["duration_ms"] = duration.Milliseconds()
+		workflowID, stepID := r.row.WorkflowID, node.ID
+		r.events.after.add(func(m Metrics) { m.StepFinished(workflowID, stepID, duration) })
+	}
+	r.events.add(EventStepUpdate, "info", node.ID, fmt.Sprintf("Step %d: %s %s completed", r.steps, label, node.ID), payload)
+}
+
+// checkpoint stores the walk and enqueues the step that goes on from cur.
+func (r *stepRun) checkpoint(ctx context.Context, cur string) error {
+	row, err := r.e.q.ExecutionCheckpoint(ctx, r.tx, &dbsqlc.ExecutionCheckpointParams{
+		ID: r.row.ID, StepSeq: r.row.StepSeq, CurrentNodeID: cur, Variables: mustJSON(r.vars),
+		NodePath: r.path, StepsCompleted: int32(r.steps), TotalSteps: int32(r.steps + r.def.Remaining(cur)),
+	})
+	if err != nil {
+		return fmt.Errorf("writing checkpoint: %w", err)
+	}
+	if err := r.events.write(ctx, r.e.q, r.tx); err != nil {
+		return err
+	}
+	if err := r.e.jobs.InsertStep(ctx, r.tx, row.ID, row.StepSeq, riverPriority(int(row.Priority))); err != nil {
+		return fmt.Errorf("enqueueing next step: %w", err)
+	}
+	r.e.DebugContext(ctx, "Saving checkpoint", append(r.logAttrs(), "node_id", cur, "step_seq", row.StepSeq)...)
+	return nil
+}
+
+// complete ends the execution at an end node.
+func (r *stepRun) complete(ctx context.Context, node *Node) error {
+	in := &interpolation{vars: r.vars}
+	result, _ := in.value(orEmpty(node.Result)).(map[string]any)
+	r.warnMissing(node, in)
+	summary, _ := result["summary"].(string)
+	if summary == "" {
+		summary = "Workflow completed successfully"
+	}
+	row, err := r.e.q.ExecutionFinishStep(ctx, r.tx, &dbsqlc.ExecutionFinishStepParams{
+		ID: r.row.ID, StepSeq: r.row.StepSeq, Status: StatusCompleted, CurrentNodeID: node.ID,
+		Variables: mustJSON(r.vars), NodePath: r.path, StepsCompleted: int32(r.steps), TotalSteps: int32(r.steps),
+		ResultType: "success", ResultSummary: &summary, Result: mustJSON(result),
+	})
+	if err != nil {
+		return fmt.Errorf("completing execution: %w", err)
+	}
+	return r.e.finalize(ctx, r.tx, row, r.events)
+}
+
+// fail ends the execution as failed at a node.
+func (r *stepRun) fail(ctx context.Context, f *stepFailure) error {
+	r.e.WarnContext(ctx, "step failed", append(r.logAttrs(), "node_id", f.nodeID, "error_code", f.code, "error", f.message)...)
+	var details json.RawMessage
+	if f.details != nil {
+		details = mustJSON(f.details)
+	}
+	row, err := r.e.q.ExecutionFinishStep(ctx, r.tx, &dbsqlc.ExecutionFinishStepParams{
+		ID: r.row.ID, StepSeq: r.row.StepSeq, Status: StatusFailed, CurrentNodeID: f.nodeID,
+		Variables: mustJSON(r.vars), NodePath: r.path, StepsCompleted: int32(r.steps),
+		TotalSteps: int32(r.steps + r.def.Remaining(f.nodeID)),
+		ResultType: "failure", ErrorCode: &f.code, ErrorMessage: &f.message, FailedNodeID: &f.nodeID,
+		ErrorDetails: details,
+	})
+	if err != nil {
+		return fmt.Errorf("failing execution: %w", err)
+	}
+	return r.e.finalize(ctx, r.tx, row, r.events)
+}
+
+func percentage(done, total int) float64 {
+	if total <= 0 {
+		return 0
+	}
+	return float64(int(float64(done)*10000/float64(total))) / 100
+}
+
+func nilIfEmpty(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+func levelOf(s string) slog.Level {
+	switch s {
+	case "error":
+		return slog.LevelError
+	case "warn":
+		return slog.LevelWarn
+	case "debug":
+		return slog.LevelDebug
+	}
+	return slog.LevelInfo
+}

@@ -1,0 +1,230 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/batonrun/baton/db/dbsqlc"
+)
+
+// QueueSettings are a session's inbound queue settings (seed 004).
+type QueueSettings struct {
+	// Mode is steer, followup, collect, steer-backlog, interrupt or queue.
+	Mode string `json:"mode,omitempty"`
+	// DebounceMS is the quiet window before a queued run starts.
+	DebounceMS *int `json:"debounce_ms,omitempty"`
+	// Cap is the most messages queued per session.
+	Cap *int `json:"cap,omitempty"`
+	// Drop is old, new or summarize.
+	Drop string `json:"drop,omitempty"`
+}
+
+// DefaultQueueSettings are the built-in settings (DESIGN.md: collect,
+// debounce 1000 ms, cap 20, drop summarize).
+var DefaultQueueSettings = EffectiveQueueSettings{Mode: "collect", DebounceMS: 1000, Cap: 20, Drop: "summarize",
+	Sources: map[string]string{"mode": "default", "debounce_ms": "default", "cap": "default", "drop": "default"}}
+
+// EffectiveQueueSettings are the settings in force and where each comes
+// from (default, global, channel or session).
+type EffectiveQueueSettings struct {
+	Mode       string            `json:"mode"`
+	DebounceMS int               `json:"debounce_ms"`
+	Cap        int               `json:"cap"`
+	Drop       string            `json:"drop"`
+	Sources    map[string]string `json:"sources"`
+}
+
+// Thread is a conversation thread with its lock state.
+type Thread struct {
+	ID                int64
+	TenantID          string
+	ThreadID          string
+	Channel           string
+	Contact           string
+	DefaultWorkflowID *string
+	// ActiveExecutionID is the external id of the lock holder, if any.
+	ActiveExecutionID *string
+	ExecutionLockedAt *time.Time
+	// Stale says the lock is older than the lock timeout.
+	Stale       bool
+	QueuedCount int
+	Queue       EffectiveQueueSettings
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
+}
+
+// ThreadUpsert describes a thread to create or update by (channel, contact).
+type ThreadUpsert struct {
+	TenantID          string
+	ThreadID          string
+	Channel           string
+	Contact           string
+	DefaultWorkflowID string
+	Queue             *QueueSettings
+}
+
+// UpsertThread creates the thread of a (channel, contact), or updates its
+// default workflow and queue settings. It reports whether it was created.
+func (e *Engine) UpsertThread(ctx context.Context, db dbsqlc.DBTX, p ThreadUpsert) (*Thread, bool, error) {
+	if p.Channel == "" || p.Contact == "" {
+		return nil, false, &InputError{Field: "payload.channel", Message: "channel and contact are required"}
+	}
+	if p.ThreadID == "" {
+		p.ThreadID = p.Channel + ":" + p.Contact
+	}
+	var def *string
+	if p.DefaultWorkflowID != "" {
+		def = &p.DefaultWorkflowID
+	}
+	row, err := e.q.ThreadUpsertByContact(ctx, db, &dbsqlc.ThreadUpsertByContactParams{
+		TenantID: p.TenantID, ThreadID: p.ThreadID, Channel: p.Channel, Contact: p.Contact, DefaultWorkflowID: def,
+	})
+	if err != nil {
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.ConstraintName == "thread_thread_id_key" {
+			return nil, false, &ConflictError{Code: "thread.upsert.thread_id_in_use", Message: fmt.Sprintf("thread_id %q belongs to another channel and contact", p.ThreadID)}
+		}
+		return nil, false, fmt.Errorf("upserting thread: %w", err)
+	}
+	if p.Queue != nil {
+		if err := validateQueueSettings(p.Queue); err != nil {
+			return nil, false, err
+		}
+		if err := e.q.ThreadSetQueueSettings(ctx, db, &dbsqlc.ThreadSetQueueSettingsParams{ID: row.ID, QueueSettings: mustJSON(p.Queue)}); err != nil {
+			return nil, false, fmt.Errorf("storing queue settings: %w", err)
+		}
+	}
+	t, err := e.GetThread(ctx, db, p.TenantID, row.ThreadID)
+	return t, row.Created, err
+}
+
+func validateQueueSettings(q *QueueSettings) error {
+	switch q.Mode {
+	case "", "steer", "followup", "collect", "steer-backlog", "steer+backlog", "interrupt", "queue":
+	default:
+		return &InputError{Field: "payload.queue.mode", Message: fmt.Sprintf("unknown queue mode %q", q.Mode)}
+	}
+	switch q.Drop {
+	case "", "old", "new", "summarize":
+	default:
+		return &InputError{Field: "payload.queue.drop", Message: fmt.Sprintf("unknown drop policy %q", q.Drop)}
+	}
+	if q.Cap != nil && *q.Cap < 1 {
+		return &InputError{Field: "payload.queue.cap", Message: "must be at least 1"}
+	}
+	if q.DebounceMS != nil && *q.DebounceMS < 0 {
+		return &InputError{Field: "payload.queue.debounce_ms", Message: "must not be negative"}
+	}
+	return nil
+}
+
+// GetThread returns a thread of the tenant with its lock state, queued
+// count and effective queue settings.
+func (e *Engine) GetThread(ctx context.Context, db dbsqlc.DBTX, tenantID, threadID string) (*Thread, error) {
+	r, err := e.q.ThreadViewByThreadID(ctx, db, &dbsqlc.ThreadViewByThreadIDParams{TenantID: tenantID, ThreadID: threadID})
+	if err != nil {
+		return nil, notFound(err)
+	}
+	t := &Thread{
+		ID: r.Thread.ID, TenantID: r.Thread.TenantID, ThreadID: r.Thread.ThreadID, Channel: r.Thread.Channel,
+		Contact: r.Thread.Contact, DefaultWorkflowID: r.Thread.DefaultWorkflowID, ActiveExecutionID: r.HolderKey,
+		ExecutionLockedAt: r.Thread.ExecutionLockedAt, QueuedCount: int(r.QueuedCount),
+		CreatedAt: r.Thread.CreatedAt, UpdatedAt: r.Thread.UpdatedAt,
+	}
+	t.Stale = t.ExecutionLockedAt != nil && time.Since(*t.ExecutionLockedAt) > e.cfg.LockTimeout
+	t.Queue = e.effectiveQueue(r.Thread.QueueSettings, r.Thread.Channel)
+	return t, nil
+}
+
+// ThreadMessage is a message of a thread as clients see it.
+type ThreadMessage struct {
+	ID          int64
+	ThreadID    string
+	Direction   string
+	ExecutionID *string
+	Body        string
+	Status      string
+	CreatedAt   time.Time
+	DeliveredAt *time.Time
+}
+
+// ThreadMessageFilter narrows ListThreadMessages.
+type ThreadMessageFilter struct {
+	Direction, Status string
+	// AfterID continues a listing after the id of its last item.
+	AfterID int64
+	Limit   int
+}
+
+// ListThreadMessages returns a thread's messages, oldest first.
+func (e *Engine) ListThreadMessages(ctx context.Context, db dbsqlc.DBTX, tenantID, threadID string, f ThreadMessageFilter) ([]ThreadMessage, error) {
+	t, err := e.q.ThreadGetByThreadID(ctx, db, &dbsqlc.ThreadGetByThreadIDParams{TenantID: tenantID, ThreadID: threadID})
+	if err != nil {
+		return nil, notFound(err)
+	}
+	params := &dbsqlc.MessageListByThreadParams{ThreadID: t.ID, AfterID: f.AfterID, Max: int32(f.Limit)}
+	if f.Direction != "" {
+		if f.Direction != "in" && f.Direction != "out" {
+			return nil, &InputError{Field: "direction", Message: "must be in or out"}
+		}
+		params.Direction = &f.Direction
+	}
+	if f.Status != "" {
+		params.Status = &f.Status
+	}
+	rows, err := e.q.MessageListByThread(ctx, db, params)
+	if err != nil {
+		return nil, fmt.Errorf("listing thread messages: %w", err)
+	}
+	out := make([]ThreadMessage, 0, len(rows))
+	for _, m := range rows {
+		out = append(out, ThreadMessage{ID: m.ID, ThreadID: t.ThreadID, Direction: m.Direction, ExecutionID: m.ExecutionKey,
+			Body: m.Body, Status: m.Status, CreatedAt: m.CreatedAt, DeliveredAt: m.DeliveredAt})
+	}
+	return out, nil
+}
+
+// ActiveLock is a row of monitor_active_locks.
+type ActiveLock struct {
+	ThreadID          string
+	ActiveExecutionID string
+	ExecutionLockedAt time.Time
+	LockMinutes       float64
+}
+
+// ListLocks returns the tenant's held thread locks, oldest first; staleOnly
+// keeps those older than the lock timeout.
+func (e *Engine) ListLocks(ctx context.Context, db dbsqlc.DBTX, tenantID string, staleOnly bool, limit int) ([]ActiveLock, error) {
+	rows, err := e.q.ActiveLockList(ctx, db, &dbsqlc.ActiveLockListParams{TenantID: tenantID, StaleOnly: staleOnly, LockTimeoutSeconds: e.cfg.LockTimeout.Seconds(), Max: int32(limit)})
+	if err != nil {
+		return nil, fmt.Errorf("listing locks: %w", err)
+	}
+	out := make([]ActiveLock, 0, len(rows))
+	for _, r := range rows {
+		l := ActiveLock{ThreadID: r.ThreadID, ActiveExecutionID: r.ActiveExecutionID, LockMinutes: r.LockMinutes}
+		if r.ExecutionLockedAt != nil {
+			l.ExecutionLockedAt = *r.ExecutionLockedAt
+		}
+		out = append(out, l)
+	}
+	return out, nil
+}
+
+// CleanupStaleLocks clears stale and orphan locks (cleanup_stale_locks())
+// and wakes their drains, in db's transaction. It returns the cleared
+// threads of the tenant.
+func (e *Engine) CleanupStaleLocks(ctx context.Context, tx pgx.Tx, tenantID string) ([]string, error) {
+	cleared, err := e.cleanupStaleLocks(ctx, tx)
+	if err != nil {
+		return nil, err
+	}
+	if cleared[tenantID] == nil {
+		return []string{}, nil
+	}
+	return cleared[tenantID], nil
+}

@@ -1,0 +1,343 @@
+package engine_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/batonrun/baton/engine"
+)
+
+// toolServer is an httptest http tool that records every call.
+type toolServer struct {
+	*httptest.Server
+	mu    sync.Mutex
+	calls []map[string]any
+	// answer decides the status and body of each call.
+	answer func(n int, body map[string]any) (int, any)
+}
+
+func newToolServer(t *testing.T, answer func(n int, body map[string]any) (int, any)) *toolServer {
+	ts := &toolServer{answer: answer}
+	ts.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body map[string]any
+		_ = json.NewDecoder(r.Body).Decode(&body)
+		ts.mu.Lock()
+		ts.calls = append(ts.calls, body)
+		n := len(ts.calls)
+		ts.mu.Unlock()
+		status, out := ts.answer(n, body)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		_ = json.NewEncoder(w).Encode(out)
+	}))
+	t.Cleanup(ts.Close)
+	return ts
+}
+
+func (ts *toolServer) keys(executionID string) []string {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	var out []string
+	for _, c := range ts.calls {
+		if c["execution_id"] == executionID {
+			out = append(out, c["idempotency_key"].(string))
+		}
+	}
+	return out
+}
+
+func (ts *toolServer) count() int {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	return len(ts.calls)
+}
+
+func documentWorkflow(t *testing.T) string {
+	raw, err := os.ReadFile("testdata/document-processor.json")
+	require.NoError(t, err)
+	return string(raw)
+}
+
+// Seed 003's document-processing workflow against an http tool: both
+// branches, node_path, and the step events in order and shape.
+func TestDocumentProcessorBranchesWithHTTPTool(t *testing.T) {
+	t.Parallel()
+	tool := newToolServer(t, func(_ int, body map[string]any) (int, any) {
+		inputs := body["inputs"].(map[string]any)
+		lang := "en"
+		if strings.Contains(inputs["document_url"].(string), "/es/") {
+			lang = "es"
+		}
+		return 200, map[string]any{"language": lang, "page_count": 5}
+	})
+	b := setup(t, setupOpts{specs: map[string]engine.ToolSpec{
+		"document_processor": {Type: engine.ToolTypeHTTP, URL: tool.URL},
+	}})
+	b.define(t, documentWorkflow(t))
+
+	for _, tc := range []struct {
+		url, branch, summaryLanguage string
+	}{
+		{"https://example.com/es/doc.pdf", "spanish_processing", "es"},
+		{"https://example.com/en/doc.pdf", "other_language_processing", "en"},
+	} {
+		x := b.start(t, engine.StartParams{WorkflowID: "document-processor-workflow", Input: map[string]any{"document_url": tc.url}})
+		done := b.waitFor(t, x.ExecutionID, terminal)
+		require.Equal(t, engine.StatusCompleted, done.Status, "%+v", done)
+		want := []string{"start", "document_processing", "language_detection", tc.branch, "end"}
+		require.Equal(t, want, done.NodePath)
+		require.Equal(t, tc.summaryLanguage, done.Variables["summary_language"])
+		require.Equal(t, float64(5), done.Variables["document"].(map[string]any)["page_count"])
+
+		// The tool got the documented request.
+		require.Equal(t, []string{x.ExecutionID + ":document_processing:1"}, tool.keys(x.ExecutionID))
+		tool.mu.Lock()
+		var call map[string]any
+		for _, c := range tool.calls {
+			if c["execution_id"] == x.ExecutionID {
+				call = c
+			}
+		}
+		tool.mu.Unlock()
+		require.Equal(t, "document_processor", call["tool_id"])
+		require.Equal(t, "document_processing", call["node_id"])
+		require.Equal(t, map[string]any{"extraction_level": "full"}, call["config"])
+		require.Equal(t, map[string]any{"document_url": tc.url}, call["inputs"])
+
+		logs, err := b.engine.Logs(context.Background(), b.pool, b.tenant, x.ExecutionID, 0, 100)
+		require.NoError(t, err)
+		var steps []map[string]any
+		var actions []string
+		for _, l := range logs {
+			actions = append(actions, l.Action)
+			if l.Action == engine.EventStepUpdate {
+				steps = append(steps, l.Payload)
+			}
+		}
+		require.Equal(t, engine.EventStarted, actions[0])
+		require.Equal(t, engine.EventCompleted, actions[len(actions)-1])
+		require.Len(t, steps, 5)
+		for i, s := range steps {
+			require.Equal(t, want[i], s["step_id"])
+			require.Equal(t, float64(i+1), s["completed_steps"])
+			require.Equal(t, float64(5), s["total_steps"])
+			if i < 4 {
+				require.Equal(t, want[i+1], s["next_node"])
+			}
+		}
+		require.Equal(t, map[string]any{"language": tc.summaryLanguage, "page_count": float64(5)}, steps[1]["step_result"])
+		require.Contains(t, steps[2]["decision_made"], "${document.language} == 'es'")
+		require.Equal(t, float64(100), steps[4]["progress_percentage"])
+	}
+}
+
+const retryWorkflow = `{
+  "workflow_id": "retry", "version": "1",
+  "nodes": [
+    {"id": "start", "type": "start", "next": "call"},
+    {"id": "call", "type": "task", "task": "flaky", "output": "answer",
+     "retry": {"max": 3, "backoff": "linear", "delay_ms": 20}, "next": "end"},
+    {"id": "end", "type": "end", "result": {"summary": "done {{answer.ok}}"}}
+  ]}`
+
+// A flaky tool is retried per the node's policy, each attempt with the same
+// idempotency prefix and Baton's attempt number, and succeeds.
+func TestFlakyToolRetriedPerPolicy(t *testing.T) {
+	t.Parallel()
+	failuresPer := map[string]int{}
+	var mu sync.Mutex
+	tool := newToolServer(t, func(_ int, body map[string]any) (int, any) {
+		mu.Lock()
+		defer mu.Unlock()
+		id := body["execution_id"].(string)
+		if failuresPer[id] < 2 {
+			failuresPer[id]++
+			return 503, map[string]any{"error": "busy"}
+		}
+		return 200, map[string]any{"ok": true}
+	})
+	b := setup(t, setupOpts{specs: map[string]engine.ToolSpec{"flaky": {Type: engine.ToolTypeHTTP, URL: tool.URL}}})
+	b.define(t, retryWorkflow)
+	x := b.start(t, engine.StartParams{WorkflowID: "retry"})
+	done := b.waitFor(t, x.ExecutionID, terminal)
+	require.Equal(t, engine.StatusCompleted, done.Status, "%+v", done)
+	require.Equal(t, "done true", *done.ResultSummary)
+	prefix := x.ExecutionID + ":call:"
+	require.Equal(t, []string{prefix + "1", prefix + "2", prefix + "3"}, tool.keys(x.ExecutionID))
+	require.Equal(t, 2, countRows(t, b.pool, `SELECT count(*) FROM execution_event WHERE execution_id = $1 AND action = 'workflow.step_retry'`, x.ID))
+	// The retries snoozed the step job: no River attempt was spent on them.
+	require.Equal(t, 0, countRows(t, b.pool, `SELECT count(*) FROM river_job WHERE kind = 'execution.step' AND args->>'execution_id' = $1::bigint::text AND attempt > 1`, x.ID))
+	require.Equal(t, 0, countRows(t, b.pool, `SELECT node_attempt FROM agent_execution WHERE id = $1`, x.ID))
+}
+
+// 4xx answers fail at once; 5xx answers are retried and, once the retries
+// are spent, fail with workflow.service.unavailable, retryable.
+func TestToolErrorClasses(t *testing.T) {
+	t.Parallel()
+	status := map[string]int{}
+	var mu sync.Mutex
+	tool := newToolServer(t, func(_ int, body map[string]any) (int, any) {
+		mu.Lock()
+		defer mu.Unlock()
+		return status[body["execution_id"].(string)], map[string]any{"error": "no"}
+	})
+	b := setup(t, setupOpts{specs: map[string]engine.ToolSpec{"flaky": {Type: engine.ToolTypeHTTP, URL: tool.URL,
+		Breaker: engine.BreakerSettings{Failures: 100}}}})
+	b.define(t, retryWorkflow)
+
+	for _, tc := range []struct {
+		status    int
+		code      string
+		calls     int
+		retryable bool
+	}{
+		{400, engine.CodeToolFailed, 1, false},
+		{422, engine.CodeToolFailed, 1, false},
+		{500, engine.CodeServiceUnavailable, 4, true},
+	} {
+		id := engine.StartParams{WorkflowID: "retry", ExecutionID: "exec-status-" + http.StatusText(tc.status)}
+		mu.Lock()
+		status[id.ExecutionID] = tc.status
+		mu.Unlock()
+		x := b.start(t, id)
+		done := b.waitFor(t, x.ExecutionID, terminal)
+		require.Equal(t, engine.StatusFailed, done.Status)
+		require.Equal(t, tc.code, *done.ErrorCode, "%d: %s", tc.status, *done.ErrorMessage)
+		require.Equal(t, "call", *done.FailedNodeID)
+		require.Len(t, tool.keys(x.ExecutionID), tc.calls)
+		d := done.ErrorDetails()
+		require.Equal(t, tc.retryable, d["retryable"])
+		require.Equal(t, float64(tc.status), d["http_status"])
+		if tc.retryable {
+			require.Greater(t, d["retry_after_ms"], float64(0))
+		} else {
+			require.Nil(t, d["retry_after_ms"])
+		}
+	}
+}
+
+// A dead tool opens its breaker after N failures; executions that need it
+// pause (still running, no attempts spent, no calls) and continue after the
+// cooldown once the tool is back.
+func TestBreakerPausesExecutionsUntilToolIsBack(t *testing.T) {
+	t.Parallel()
+	var dead atomic.Bool
+	dead.Store(true)
+	tool := newToolServer(t, func(int, map[string]any) (int, any) {
+		if dead.Load() {
+			return 503, map[string]any{"error": "down"}
+		}
+		return 200, map[string]any{"ok": true}
+	})
+	const cooldown = 3 * time.Second
+	b := setup(t, setupOpts{specs: map[string]engine.ToolSpec{"flaky": {
+		Type: engine.ToolTypeHTTP, URL: tool.URL,
+		Retry:   &engine.RetryPolicy{Max: 10, Backoff: engine.BackoffLinear, DelayMS: 20},
+		Breaker: engine.BreakerSettings{Failures: 3, Cooldown: cooldown},
+	}}})
+	b.define(t, strings.Replace(retryWorkflow, `"retry": {"max": 3, "backoff": "linear", "delay_ms": 20}, `, "", 1))
+
+	first := b.start(t, engine.StartParams{WorkflowID: "retry"})
+	breaker := func() engine.BreakerStatus {
+		for _, s := range b.engine.Tools().Breakers() {
+			if s.Tool == "flaky" {
+				return s
+			}
+		}
+		t.Fatal("no breaker for tool flaky")
+		return engine.BreakerStatus{}
+	}
+	require.Eventually(t, func() bool { return breaker().State == "open" }, 20*time.Second, 10*time.Millisecond)
+	status := breaker()
+	require.Equal(t, 3, tool.count())
+
+	second := b.start(t, engine.StartParams{WorkflowID: "retry"})
+	time.Sleep(300 * time.Millisecond)
+	if time.Now().Before(status.OpenUntil.Add(-100 * time.Millisecond)) {
+		// Still open: nobody called the tool, nobody failed, no attempt burned.
+		require.Equal(t, 3, tool.count())
+		for _, x := range []*engine.Execution{first, second} {
+			cur := b.get(t, x.ExecutionID)
+			require.Equal(t, engine.StatusRunning, cur.Status)
+			require.Equal(t, "call", *cur.CurrentNodeID)
+		}
+		require.Equal(t, 3, countRows(t, b.pool, `SELECT node_attempt FROM agent_execution WHERE id = $1`, first.ID))
+		require.Equal(t, 0, countRows(t, b.pool, `SELECT node_attempt FROM agent_execution WHERE id = $1`, second.ID))
+	} else {
+		t.Log("the machine was too slow to look inside the open window; checking only the outcome")
+	}
+
+	dead.Store(false)
+	for _, x := range []*engine.Execution{first, second} {
+		done := b.waitFor(t, x.ExecutionID, terminal)
+		require.Equal(t, engine.StatusCompleted, done.Status, "%+v", done)
+	}
+	require.Equal(t, "closed", breaker().State)
+	p := first.ExecutionID + ":call:"
+	require.Equal(t, []string{p + "1", p + "2", p + "3", p + "4"}, tool.keys(first.ExecutionID))
+	require.Equal(t, []string{second.ExecutionID + ":call:1"}, tool.keys(second.ExecutionID))
+	require.Equal(t, 5, tool.count())
+}
+
+// The llm tool speaks the chat completions protocol and sends the
+// execution's conversation history before the node's prompt.
+func TestLLMToolSendsConversationHistory(t *testing.T) {
+	t.Parallel()
+	var got struct {
+		auth string
+		body map[string]any
+	}
+	var mu sync.Mutex
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		require.Equal(t, "/v1/chat/completions", r.URL.Path)
+		mu.Lock()
+		got.auth = r.Header.Get("Authorization")
+		_ = json.NewDecoder(r.Body).Decode(&got.body)
+		mu.Unlock()
+		_, _ = w.Write([]byte(`{"model":"tiny-1","choices":[{"index":0,"message":{"role":"assistant","content":"Claro, Ana."},"finish_reason":"stop"}],"usage":{"total_tokens":12}}`))
+	}))
+	t.Cleanup(srv.Close)
+	require.NoError(t, os.Setenv("BATON_TEST_LLM_KEY", "sk-test")) // a name no other test uses
+	b := setup(t, setupOpts{specs: map[string]engine.ToolSpec{"chat": {
+		Type: engine.ToolTypeLLM, BaseURL: srv.URL + "/v1", Model: "tiny-1", APIKeyEnv: "BATON_TEST_LLM_KEY",
+	}}})
+	b.define(t, `{"workflow_id": "llm", "version": "1", "nodes": [
+	  {"id": "start", "type": "start", "next": "ask"},
+	  {"id": "ask", "type": "task", "task": "chat", "output": "reply",
+	   "inputs": {"system": "Eres breve.", "prompt": "Resume para {{name}}"}, "next": "end"},
+	  {"id": "end", "type": "end", "result": {"summary": "{{reply.content}}"}}]}`)
+	var x *engine.Execution
+	require.NoError(t, b.engine.WithTx(context.Background(), func(tx pgxTx) error {
+		var err error
+		x, err = b.engine.StartExecution(context.Background(), tx, engine.StartParams{TenantID: b.tenant, WorkflowID: "llm", Input: map[string]any{"name": "Ana"}})
+		if err != nil {
+			return err
+		}
+		_, err = tx.Exec(context.Background(), `UPDATE agent_execution SET conversation_history = $2 WHERE id = $1`, x.ID,
+			`[{"role":"user","content":"Hola"},{"direction":"out","body":"¿En qué te ayudo?"}]`)
+		return err
+	}))
+	done := b.waitFor(t, x.ExecutionID, terminal)
+	require.Equal(t, engine.StatusCompleted, done.Status, "%+v", done)
+	require.Equal(t, "Claro, Ana.", *done.ResultSummary)
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, "Bearer sk-test", got.auth)
+	require.Equal(t, "tiny-1", got.body["model"])
+	require.Equal(t, []any{
+		map[string]any{"role": "system", "content": "Eres breve."},
+		map[string]any{"role": "user", "content": "Hola"},
+		map[string]any{"role": "assistant", "content": "¿En qué te ayudo?"},
+		map[string]any{"role": "user", "content": "Resume para Ana"},
+	}, got.body["messages"])
+}

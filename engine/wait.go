@@ -1,0 +1,227 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/batonrun/baton/db/dbsqlc"
+)
+
+// What a wait does when its timeout fires (seed 000, "Acciones al Timeout").
+const (
+	OnTimeoutContinue = "continue"
+	OnTimeoutFail     = "fail"
+	OnTimeoutRetry    = "retry"
+)
+
+// defaultMaxRetries bounds onTimeout retry when the node sets no maxRetries
+// (DESIGN.md, "Waits and events"); request_input has its own (seed 003).
+const (
+	defaultMaxRetries      = 3
+	defaultInputMaxRetries = 2
+)
+
+// enterWait runs a waiting action node: it sends the node's notification
+// when it has one, then moves the execution running → waiting in the step's
+// transaction, with the workflow.waiting event and the wait's timeout job.
+// A timeout that resolves to something unusable fails the execution.
+func (r *stepRun) enterWait(ctx context.Context, node *Node, payload map[string]any) (*stepFailure, error) {
+	kind := waitKinds[node.ActionType]
+	in := &interpolation{vars: r.vars}
+	params, _ := in.value(orEmpty(node.Parameters)).(map[string]any)
+	r.warnMissing(node, in)
+	now := time.Now()
+	timeoutText, until, problem := waitDeadline(node.ActionType, kind, params, now)
+	if problem != "" {
+		return &stepFailure{code: CodeStepFailed, message: problem, nodeID: node.ID}, nil
+	}
+	thread, err := r.e.q.ThreadGetByID(ctx, r.tx, r.row.ThreadID)
+	if err != nil {
+		return nil, fmt.Errorf("reading thread %d: %w", r.row.ThreadID, err)
+	}
+	expectedFrom, _ := params["expectedFrom"].(string)
+	if expectedFrom == "" {
+		expectedFrom = "user"
+	}
+	onTimeout, _ := params["onTimeout"].(string)
+	if onTimeout == "" {
+		onTimeout = OnTimeoutFail
+	}
+	data := map[string]any{
+		"threadId": thread.ThreadID, "expectedFrom": expectedFrom, "timeout": timeoutText,
+		"nodeId": node.ID, "actionType": node.ActionType, "onTimeout": onTimeout, "retries": 0,
+	}
+	switch node.ActionType {
+	case ActionTriggerAgent:
+		data["expectedFrom"] = "agent"
+		data["childExecutionId"] = r.waitingChild
+		data["workflow_id"] = params["workflow_id"]
+	case ActionRequestDocument:
+		data["documents"] = params["documents"]
+		data["received"] = map[string]any{}
+	case ActionRequestSignature:
+		data["document_url"] = params["document_url"]
+	case ActionAssignTest:
+		data["test_id"] = params["test_id"]
+	case ActionWaitForEvent:
+		data["event_id"] = renderText(params["event_id"])
+	case ActionRequestInput:
+		for _, k := range []string{"prompt", "input_type", "options", "required", "default"} {
+			if v, ok := params[k]; ok {
+				data[k] = v
+			}
+		}
+	case ActionDelay:
+		delete(data, "onTimeout")
+		delete(data, "expectedFrom")
+		data["until"] = until.UTC().Format(time.RFC3339Nano)
+	}
+	if body := notification(node.ActionType, params); body != "" {
+		sent, err := r.send(ctx, node.ID, body)
+		if err != nil {
+			return nil, err
+		}
+		payload["notification_message_id"] = sent["message_id"]
+	}
+	payload["waiting_for"] = kind.WaitingFor
+	r.record(node, node.Next, payload)
+	row, err := r.e.q.ExecutionEnterWait(ctx, r.tx, &dbsqlc.ExecutionEnterWaitParams{
+		ID: r.row.ID, StepSeq: r.row.StepSeq, CurrentNodeID: node.ID, Variables: mustJSON(r.vars),
+		NodePath: r.path, StepsCompleted: int32(r.steps), TotalSteps: int32(r.steps + r.def.Remaining(node.Next)),
+		WaitingFor: kind.WaitingFor, WaitingUntil: until, WaitingData: mustJSON(data),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("entering wait: %w", err)
+	}
+	if node.ActionType == ActionRequestInput {
+		r.events.add(EventInputRequest, "info", node.ID, fmt.Sprintf("Execution %s requests input", row.ExecutionID), map[string]any{
+			"node_id": node.ID, "prompt": data["prompt"], "input_type": data["input_type"], "options": data["options"],
+			"required": data["required"], "waiting_until": until.UTC(),
+		})
+		if err := r.e.enqueueInputRequest(ctx, r.tx, row); err != nil {
+			return nil, err
+		}
+	}
+	if err := r.e.startWait(ctx, r.tx, row, data, r.events, r.logAttrs(), node.ActionType); err != nil {
+		return nil, err
+	}
+	// Events that arrived while the execution was running may end the wait
+	// at once.
+	if _, err := r.e.applyBufferedEvents(ctx, r.tx, row); err != nil {
+		return nil, err
+	}
+	return nil, nil
+}
+
+// startWait writes a wait's event, log lines and timeout job, in the
+// transaction that made the execution wait (or wait again).
+func (e *Engine) startWait(ctx context.Context, tx pgx.Tx, row *dbsqlc.AgentExecution, data map[string]any, events *eventLog, attrs []any, actionType string) error {
+	waitingFor := deref(row.WaitingFor)
+	msg := fmt.Sprintf("Execution %s entering WAITING state (waitingFor: %s)", row.ExecutionID, waitingFor)
+	events.add(EventWaiting, "info", deref(row.CurrentNodeID), msg, map[string]any{
+		"waiting_for": waitingFor, "waiting_until": row.WaitingUntil, "waiting_data": data, "wait_seq": row.WaitSeq,
+	})
+	if err := events.write(ctx, e.q, tx); err != nil {
+		return err
+	}
+	if err := e.jobs.InsertWaitTimeout(ctx, tx, row.ID, row.WaitSeq, *row.WaitingUntil); err != nil {
+		return fmt.Errorf("enqueueing wait timeout: %w", err)
+	}
+	// Waiting holds no lane slot.
+	if err := e.slotFreed(ctx, tx, row); err != nil {
+		return err
+	}
+	e.InfoContext(ctx, fmt.Sprintf("Action %s requires wait", actionType), attrs...)
+	e.DebugContext(ctx, fmt.Sprintf("Saving checkpoint for execution %s", row.ExecutionID), attrs...)
+	e.InfoContext(ctx, msg, append(attrs, "waiting_for", waitingFor, "waiting_until", row.WaitingUntil, "wait_seq", row.WaitSeq)...)
+	return nil
+}
+
+// waitDeadline resolves a wait's timeout, already templated, into its text
+// and its deadline; problem explains a timeout the wait cannot use.
+func waitDeadline(actionType string, kind WaitKind, params map[string]any, now time.Time) (text string, until time.Time, problem string) {
+	if actionType == ActionDelay {
+		if raw, ok := params["until"]; ok && raw != nil && raw != "" {
+			s, _ := raw.(string)
+			at, err := time.Parse(time.RFC3339, s)
+			if err != nil {
+				return "", time.Time{}, fmt.Sprintf("delay until %q is not an RFC 3339 time", renderText(raw))
+			}
+			if at.Sub(now) > kind.Max {
+				return "", time.Time{}, fmt.Sprintf("delay until %s is over the maximum of %s for a delay wait", s, formatDays(kind.Max))
+			}
+			if at.Before(now) {
+				at = now
+			}
+			return s, at, ""
+		}
+		return durationDeadline("duration", kind, params, now)
+	}
+	return durationDeadline("timeout", kind, params, now)
+}
+
+func durationDeadline(key string, kind WaitKind, params map[string]any, now time.Time) (string, time.Time, string) {
+	raw, ok := params[key]
+	if !ok || raw == nil || raw == "" {
+		if kind.Default == 0 {
+			return "", time.Time{}, fmt.Sprintf("a %s wait needs a %s", kind.WaitingFor, key)
+		}
+		return formatDays(kind.Default), now.Add(kind.Default), ""
+	}
+	s, isStr := raw.(string)
+	if !isStr {
+		return "", time.Time{}, fmt.Sprintf("%s %s is not a duration", key, renderText(raw))
+	}
+	d, err := ParseDuration(s)
+	switch {
+	case err != nil:
+		return "", time.Time{}, fmt.Sprintf("%s: %v", key, err)
+	case d <= 0:
+		return "", time.Time{}, fmt.Sprintf("%s %s must be positive", key, s)
+	case d > kind.Max:
+		return "", time.Time{}, fmt.Sprintf("%s %s is over the maximum of %s for a %s wait", key, s, formatDays(kind.Max), kind.WaitingFor)
+	}
+	return s, now.Add(d), ""
+}
+
+// notification is the message assign_test and request_signature send on the
+// thread before they wait: the node's templated message, else a default.
+func notification(actionType string, params map[string]any) string {
+	msg, _ := params["message"].(string)
+	switch actionType {
+	case ActionAssignTest:
+		if msg == "" {
+			msg = fmt.Sprintf("Te asignamos la evaluación %s. Complétala cuando puedas.", renderText(params["test_id"]))
+		}
+	case ActionRequestSignature:
+		if msg == "" {
+			msg = fmt.Sprintf("Por favor firma el documento: %s", renderText(params["document_url"]))
+		}
+	default:
+		return ""
+	}
+	return msg
+}
+
+// timeoutSummary is the result summary of an execution whose wait timed out
+// (seed 000: "Timeout esperando respuesta del usuario").
+func timeoutSummary(waitingFor string) string {
+	switch waitingFor {
+	case "response":
+		return "Timeout esperando respuesta del usuario"
+	case "document":
+		return "Timeout esperando documentos del usuario"
+	case "signature":
+		return "Timeout esperando firma del usuario"
+	case "test":
+		return "Timeout esperando evaluación del usuario"
+	case "event":
+		return "Timeout esperando evento"
+	case "input":
+		return "Timeout esperando input del usuario"
+	}
+	return "Timeout esperando " + waitingFor
+}

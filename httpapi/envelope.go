@@ -1,0 +1,121 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+)
+
+// maxBodyBytes is the largest request body accepted: 1 MiB.
+const maxBodyBytes = 1 << 20
+
+// schemaVersion is the envelope schema version Baton speaks.
+const schemaVersion = "1.0"
+
+// messageType is the seed's {domain, action} pair.
+type messageType struct {
+	Domain string `json:"domain"`
+	Action string `json:"action"`
+}
+
+// requestEnvelope is the seed's request envelope (seed 003, 4.1). Only the
+// fields Baton reads are decoded; others are accepted and ignored.
+type requestEnvelope struct {
+	MessageID     string          `json:"message_id"`
+	CorrelationID string          `json:"correlation_id"`
+	Type          *messageType    `json:"type"`
+	Priority      *int            `json:"priority"`
+	Metadata      map[string]any  `json:"metadata"`
+	Payload       json.RawMessage `json:"payload"`
+}
+
+// successEnvelope is a successful answer.
+type successEnvelope struct {
+	RequestID     string      `json:"request_id"`
+	CorrelationID string      `json:"correlation_id"`
+	Type          messageType `json:"type"`
+	SchemaVersion string      `json:"schema_version"`
+	Status        string      `json:"status"`
+	Data          any         `json:"data"`
+}
+
+// errorEnvelope is the seed's error structure (seed 003, 7.1).
+type errorEnvelope struct {
+	Type          messageType `json:"type"`
+	Error         errorBody   `json:"error"`
+	CorrelationID string      `json:"correlation_id"`
+	RequestID     string      `json:"request_id"`
+}
+
+type errorBody struct {
+	Code         string         `json:"code"`
+	HTTPStatus   int            `json:"http_status"`
+	Message      string         `json:"message"`
+	Details      map[string]any `json:"details"`
+	Retryable    bool           `json:"retryable"`
+	RetryAfterMS *int64         `json:"retry_after_ms"`
+}
+
+// apiError is an error with its HTTP status and code.
+type apiError struct {
+	status       int
+	code         string
+	message      string
+	details      map[string]any
+	retryable    bool
+	retryAfterMS *int64
+}
+
+func (e *apiError) Error() string { return e.message }
+
+func newAPIError(status int, code, format string, args ...any) *apiError {
+	return &apiError{status: status, code: code, message: fmt.Sprintf(format, args...)}
+}
+
+func (e *apiError) with(key string, value any) *apiError {
+	if e.details == nil {
+		e.details = map[string]any{}
+	}
+	e.details[key] = value
+	return e
+}
+
+// decodeEnvelope reads a request envelope: at most 1 MiB, valid JSON, and a
+// payload object.
+func decodeEnvelope(w http.ResponseWriter, r *http.Request, domain, action string) (*requestEnvelope, error) {
+	body := http.MaxBytesReader(w, r.Body, maxBodyBytes)
+	var env requestEnvelope
+	dec := json.NewDecoder(body)
+	if err := dec.Decode(&env); err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return nil, newAPIError(http.StatusRequestEntityTooLarge, "request.body.too_large",
+				"request body is over the limit of %d bytes", maxBodyBytes)
+		}
+		return nil, newAPIError(http.StatusBadRequest, domain+"."+action+".invalid_request", "request body is not a valid JSON envelope: %v", err)
+	}
+	if dec.More() {
+		return nil, newAPIError(http.StatusBadRequest, domain+"."+action+".invalid_request", "request body has data after the JSON envelope")
+	}
+	if len(env.Payload) == 0 || string(env.Payload) == "null" {
+		return nil, newAPIError(http.StatusBadRequest, domain+"."+action+".invalid_request", "payload is required").with("field", "payload")
+	}
+	if env.Payload[0] != '{' {
+		return nil, newAPIError(http.StatusBadRequest, domain+"."+action+".invalid_request", "payload must be a JSON object").with("field", "payload")
+	}
+	if env.Priority != nil && (*env.Priority < 0 || *env.Priority > 10) {
+		return nil, newAPIError(http.StatusBadRequest, domain+"."+action+".invalid_request", "priority must be between 0 and 10").with("field", "priority")
+	}
+	return &env, nil
+}
+
+// decodePayload decodes the payload strictly into v.
+func decodePayload(env *requestEnvelope, v any, domain, action string) error {
+	dec := json.NewDecoder(bytesReader(env.Payload))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return newAPIError(http.StatusBadRequest, domain+"."+action+".invalid_request", "invalid payload: %v", err)
+	}
+	return nil
+}

@@ -1,0 +1,52 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"net/http"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/batonrun/baton/engine"
+)
+
+// toAPIError maps domain errors to API errors; nil means the error is not
+// one a client should see.
+func toAPIError(err error, domain, action string) *apiError {
+	prefix := domain + "." + action
+	var (
+		ae *apiError
+		ve *engine.ValidationError
+		ie *engine.InputError
+		ce *engine.ConflictError
+		te *engine.TransitionError
+		pe *pgconn.PgError
+	)
+	switch {
+	case errors.As(err, &ae):
+		return ae
+	case errors.As(err, &ve):
+		problems := ve.Problems
+		if problems == nil {
+			problems = []engine.Problem{}
+		}
+		return newAPIError(http.StatusBadRequest, "workflow.define.validation_error", "%s", ve.Error()).with("problems", problems)
+	case errors.As(err, &ie):
+		return newAPIError(http.StatusBadRequest, prefix+".invalid_request", "%s", ie.Error()).with("field", ie.Field)
+	case errors.Is(err, engine.ErrNotFound):
+		return newAPIError(http.StatusNotFound, prefix+".not_found", "%s", err.Error())
+	case errors.As(err, &ce):
+		return newAPIError(http.StatusConflict, ce.Code, "%s", ce.Message)
+	case errors.As(err, &te):
+		return newAPIError(http.StatusConflict, prefix+".invalid_state", "%s", te.Error()).with("status", string(te.Status))
+	case errors.As(err, &pe) && (pe.Code == "22021" || pe.Code == "22P05"):
+		// Text Postgres cannot store, such as a NUL byte in an id.
+		return newAPIError(http.StatusBadRequest, prefix+".invalid_request", "the request contains characters that are not valid text")
+	case errors.Is(err, context.DeadlineExceeded):
+		retry := int64(1000)
+		e := newAPIError(http.StatusServiceUnavailable, "workflow.service.unavailable", "the request timed out; try again")
+		e.retryable, e.retryAfterMS = true, &retry
+		return e
+	}
+	return nil
+}

@@ -1,0 +1,67 @@
+package httpapi
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/batonrun/baton/db/dbsqlc"
+	"github.com/batonrun/baton/engine"
+)
+
+// publishEventPayload is the payload of event.publish (API.md).
+type publishEventPayload struct {
+	EventType   string         `json:"event_type"`
+	EventID     string         `json:"event_id"`
+	ExecutionID string         `json:"execution_id"`
+	ThreadID    string         `json:"thread_id"`
+	Data        map[string]any `json:"data"`
+}
+
+func (s *Server) publishEvent(ctx context.Context, r *request, db dbsqlc.DBTX) (int, any, error) {
+	var p publishEventPayload
+	if err := decodePayload(r.envelope, &p, "event", "publish"); err != nil {
+		return 0, nil, err
+	}
+	tx, ok := db.(pgx.Tx)
+	if !ok {
+		return 0, nil, fmt.Errorf("publishing an event needs a transaction")
+	}
+	res, err := s.engine.PublishEventTx(ctx, tx, engine.PublishEventParams{
+		TenantID: r.principal.tenantID, EventType: p.EventType, EventID: p.EventID,
+		ExecutionID: p.ExecutionID, ThreadID: p.ThreadID, Data: p.Data,
+	})
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusAccepted, res, nil
+}
+
+// inputPayload is the payload of workflow.input (seed 003, 4.4).
+type inputPayload struct {
+	InputData map[string]any `json:"input_data"`
+	NodeID    string         `json:"node_id"`
+}
+
+func (s *Server) provideInput(ctx context.Context, r *request, db dbsqlc.DBTX) (int, any, error) {
+	var p inputPayload
+	if err := decodePayload(r.envelope, &p, "workflow", "input"); err != nil {
+		return 0, nil, err
+	}
+	if p.InputData == nil {
+		return 0, nil, newAPIError(http.StatusBadRequest, "workflow.input.invalid_request", "payload.input_data is required (an object)").with("field", "payload.input_data")
+	}
+	tx, ok := db.(pgx.Tx)
+	if !ok {
+		return 0, nil, fmt.Errorf("input needs a transaction")
+	}
+	x, err := s.engine.ProvideInputTx(ctx, tx, engine.InputParams{
+		TenantID: r.principal.tenantID, ExecutionID: r.PathValue("execution_id"), NodeID: p.NodeID, Input: p.InputData,
+	})
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusAccepted, renderExecution(x), nil
+}

@@ -1,0 +1,109 @@
+package httpapi_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/batonrun/baton/engine"
+	"github.com/batonrun/baton/internal/pgtest"
+)
+
+// TestMetricsAfterRuns drives executions step by step (nothing works the
+// jobs, so every count is known) and reads /metrics without a token.
+func TestMetricsAfterRuns(t *testing.T) {
+	t.Parallel()
+	dbURL := pgtest.NewDatabase(t)
+	p := newProcess(t, dbURL, processOpts{tools: map[string]engine.ToolFunc{
+		"ok": func(context.Context, engine.ToolCall) (map[string]any, error) {
+			return map[string]any{"done": true}, nil
+		},
+		"broken": func(context.Context, engine.ToolCall) (map[string]any, error) {
+			return nil, &engine.ToolError{Class: engine.ClassClient, Err: errors.New("boom")} // not retried
+		},
+	}})
+	tenant := fmt.Sprintf("metrics-%d", tenantSeq.Add(1))
+	for _, tool := range []string{"ok", "broken"} {
+		p.define(t, tenant, fmt.Sprintf(`{"workflow_id":"m-%s","name":"M","version":"1.0.0","nodes":[
+		 {"id":"start","type":"start","next":"call"},
+		 {"id":"call","type":"task","task":%q,"next":"end"},
+		 {"id":"end","type":"end","result":{"summary":"ok"}}]}`, tool, tool))
+	}
+	good := p.start(t, engine.StartParams{TenantID: tenant, WorkflowID: "m-ok"})
+	bad := p.start(t, engine.StartParams{TenantID: tenant, WorkflowID: "m-broken"})
+
+	// Before any step: two running executions, two step jobs waiting.
+	out := scrape(t, p)
+	require.Contains(t, out, fmt.Sprintf(`workflow_active_executions{action="execute",domain="workflow",status="running",tenant_id=%q} 2`, tenant))
+	require.Contains(t, out, `workflow_queue_depth{action="queue",domain="workflow",queue="high"} 2`)
+
+	// The first step of the good run is a retry (attempt 2); each run
+	// needs two steps: start, then the task and the end.
+	step(t, p, good.ID, 2)
+	step(t, p, good.ID, 1)
+	step(t, p, bad.ID, 1)
+	step(t, p, bad.ID, 1)
+
+	out = scrape(t, p)
+	for _, line := range []string{
+		`workflow_execute_duration_ms_count{action="execute",domain="workflow",workflow_id="m-ok"} 1`,
+		`workflow_execute_duration_ms_count{action="execute",domain="workflow",workflow_id="m-broken"} 1`,
+		`workflow_step_duration_ms_count{action="step",domain="workflow",step_id="start",workflow_id="m-ok"} 1`,
+		`workflow_step_duration_ms_count{action="step",domain="workflow",step_id="call",workflow_id="m-ok"} 1`,
+		`workflow_step_duration_ms_count{action="step",domain="workflow",step_id="end",workflow_id="m-ok"} 1`,
+		`workflow_step_duration_ms_count{action="step",domain="workflow",step_id="start",workflow_id="m-broken"} 1`,
+		`workflow_error_count{action="execute",domain="tool",error_code="tool.execute.failed"} 1`,
+		`workflow_retry_count{action="step",domain="workflow",step_id="start",workflow_id="m-ok"} 1`,
+		// Two first-step jobs plus the two steps they enqueued: this test
+		// runs steps directly and completes no job.
+		`workflow_queue_depth{action="queue",domain="workflow",queue="high"} 4`,
+		// Each tool's breaker, in this process: closed, none failing in a row
+		// (a 4xx is the caller's fault and does not count).
+		`baton_tool_breaker_state{state="closed",tool="ok"} 1`,
+		`baton_tool_breaker_state{state="open",tool="broken"} 0`,
+		`baton_tool_breaker_consecutive_failures{tool="broken"} 0`,
+	} {
+		require.Contains(t, out, line, "metrics:\n%s", workflowLines(out))
+	}
+	require.NotContains(t, out, `step_id="call",workflow_id="m-broken"`, "a failed node is not a finished step")
+	require.NotContains(t, out, "workflow_active_executions{", "no run is live any more")
+	require.NotContains(t, out, good.ExecutionID)
+}
+
+// step runs an execution's current step as attempt attempt of its job.
+func step(t *testing.T, p *process, executionID int64, attempt int) {
+	t.Helper()
+	var seq int64
+	require.NoError(t, p.pool.QueryRow(context.Background(), `SELECT step_seq FROM agent_execution WHERE id = $1`, executionID).Scan(&seq))
+	require.NoError(t, p.engine.RunStepAttempt(context.Background(), executionID, seq, attempt, func(context.Context, pgx.Tx) error { return nil }))
+}
+
+func scrape(t *testing.T, p *process) string {
+	t.Helper()
+	resp, err := http.Get(p.server.URL + "/metrics")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.True(t, strings.HasPrefix(resp.Header.Get("Content-Type"), "text/plain"), resp.Header.Get("Content-Type"))
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return string(b)
+}
+
+// workflowLines keeps the workflow_ lines of a scrape, for failure messages.
+func workflowLines(out string) string {
+	var keep []string
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(l, "workflow_") && !strings.Contains(l, "_bucket") {
+			keep = append(keep, l)
+		}
+	}
+	return strings.Join(keep, "\n")
+}

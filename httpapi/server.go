@@ -1,0 +1,333 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/batonrun/baton/db/dbsqlc"
+	"github.com/batonrun/baton/engine"
+	"github.com/batonrun/baton/live"
+)
+
+// Config configures a Server.
+type Config struct {
+	// Engine does the work. Required.
+	Engine *engine.Engine
+	// Pool is the database pool. Required.
+	Pool *pgxpool.Pool
+	// JWTSecret verifies API tokens (HS256). Empty requires Insecure.
+	JWTSecret []byte
+	// Insecure serves without authentication: X-Tenant-ID alone names the
+	// tenant. Only for local development.
+	Insecure bool
+	// Logger receives request errors. Nil discards them.
+	Logger *slog.Logger
+	// RequestTimeout bounds a request's work; wait_for_completion requests
+	// get their own timeout on top. Zero means 30 seconds.
+	RequestTimeout time.Duration
+	// Hub streams live events to GET /api/v1/ws. Nil answers that endpoint
+	// with 503.
+	Hub *live.Hub
+	// StreamWriteTimeout bounds one WebSocket write; a client that does not
+	// take a message for that long is disconnected. Zero means 10 seconds.
+	StreamWriteTimeout time.Duration
+	// Metrics serves GET /metrics (Prometheus). Nil answers it with 404.
+	Metrics http.Handler
+}
+
+// Server serves the REST API.
+type Server struct {
+	*slog.Logger
+
+	engine  *engine.Engine
+	pool    *pgxpool.Pool
+	q       *dbsqlc.Queries
+	secret  []byte
+	timeout time.Duration
+	mux     *http.ServeMux
+	hub     *live.Hub
+	metrics http.Handler
+	// streamWriteTimeout bounds one WebSocket write.
+	streamWriteTimeout time.Duration
+}
+
+// New returns a Server.
+func New(cfg Config) (*Server, error) {
+	if cfg.Engine == nil || cfg.Pool == nil {
+		return nil, fmt.Errorf("httpapi: Config.Engine and Config.Pool are required")
+	}
+	if len(cfg.JWTSecret) == 0 && !cfg.Insecure {
+		return nil, fmt.Errorf("httpapi: a JWT secret is required unless Insecure is set")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.RequestTimeout <= 0 {
+		cfg.RequestTimeout = 30 * time.Second
+	}
+	s := &Server{
+		Logger: cfg.Logger, engine: cfg.Engine, pool: cfg.Pool, q: dbsqlc.New(),
+		timeout: cfg.RequestTimeout, mux: http.NewServeMux(),
+		hub: cfg.Hub, metrics: cfg.Metrics, streamWriteTimeout: cfg.StreamWriteTimeout,
+	}
+	if s.streamWriteTimeout <= 0 {
+		s.streamWriteTimeout = 10 * time.Second
+	}
+	if !cfg.Insecure {
+		s.secret = cfg.JWTSecret
+	}
+	s.routes()
+	return s, nil
+}
+
+// Handler returns the HTTP handler of the whole API.
+func (s *Server) Handler() http.Handler { return s.mux }
+
+func (s *Server) routes() {
+	s.mux.HandleFunc("GET /healthz", s.healthz)
+	s.mux.HandleFunc("GET /readyz", s.readyz)
+	s.mux.HandleFunc("GET /api/v1/openapi.yaml", s.openapi)
+	s.mux.HandleFunc("GET /metrics", s.serveMetrics)
+	s.mux.HandleFunc("GET /api/v1/ws", s.streamEvents)
+
+	s.handle("POST /api/v1/workflow/definitions", endpoint{domain: "workflow", action: "define", scope: ScopeWorkflowsWrite, tx: true, run: s.defineWorkflow})
+	s.handle("POST /api/v1/workflow/validate", endpoint{domain: "workflow", action: "validate", scope: ScopeWorkflowsRead, run: s.validateWorkflow})
+	s.handle("GET /api/v1/workflow/definitions", endpoint{domain: "workflow", action: "list", scope: ScopeWorkflowsRead, run: s.listDefinitions})
+	s.handle("GET /api/v1/workflow/definitions/{workflow_id}", endpoint{domain: "workflow", action: "get", scope: ScopeWorkflowsRead, run: s.getDefinition})
+	s.handle("POST /api/v1/workflow/execute", endpoint{domain: "workflow", action: "execute", scope: ScopeWorkflowsWrite, tx: true, run: s.execute, after: s.waitForCompletion})
+	s.handle("GET /api/v1/workflow/executions", endpoint{domain: "workflow", action: "list_executions", scope: ScopeWorkflowsRead, run: s.listExecutions})
+	s.handle("GET /api/v1/workflow/executions/{execution_id}", endpoint{domain: "workflow", action: "status", scope: ScopeWorkflowsRead, run: s.getExecution})
+	s.handle("GET /api/v1/workflow/executions/{execution_id}/logs", endpoint{domain: "workflow", action: "logs", scope: ScopeWorkflowsRead, run: s.executionLogs})
+	s.handle("POST /api/v1/workflow/executions/{execution_id}/cancel", endpoint{domain: "workflow", action: "cancel", scope: ScopeWorkflowsWrite, tx: true, run: s.cancelExecution})
+	s.handle("POST /api/v1/workflow/executions/{execution_id}/input", endpoint{domain: "workflow", action: "input", scope: ScopeWorkflowsWrite, tx: true, run: s.provideInput})
+	s.handle("POST /api/v1/events", endpoint{domain: "event", action: "publish", scope: ScopeWorkflowsWrite, tx: true, run: s.publishEvent})
+	s.handle("GET /api/v1/monitor/executions/summary", endpoint{domain: "monitor", action: "summary", scope: ScopeMonitorRead, run: s.monitorSummary})
+	s.handle("GET /api/v1/monitor/executions/waiting", endpoint{domain: "monitor", action: "waiting", scope: ScopeMonitorRead, run: s.monitorWaiting})
+	s.handle("GET /api/v1/monitor/executions/stuck", endpoint{domain: "monitor", action: "stuck", scope: ScopeMonitorRead, run: s.monitorStuck})
+
+	s.handle("POST /api/v1/threads", endpoint{domain: "thread", action: "upsert", scope: ScopeWorkflowsWrite, tx: true, run: s.upsertThread})
+	s.handle("GET /api/v1/threads/{thread_id}", endpoint{domain: "thread", action: "get", scope: ScopeWorkflowsRead, run: s.getThread})
+	s.handle("GET /api/v1/threads/{thread_id}/messages", endpoint{domain: "thread", action: "messages", scope: ScopeWorkflowsRead, run: s.threadMessages})
+	s.handle("POST /api/v1/threads/{thread_id}/messages", endpoint{domain: "thread", action: "inbound", scope: ScopeWorkflowsWrite, tx: true, run: s.threadInbound})
+	s.handle("PUT /api/v1/threads/{thread_id}/queue", endpoint{domain: "thread", action: "queue", scope: ScopeWorkflowsWrite, tx: true, run: s.threadQueue(false)})
+	s.handle("DELETE /api/v1/threads/{thread_id}/queue", endpoint{domain: "thread", action: "queue", scope: ScopeWorkflowsWrite, tx: true, run: s.threadQueue(true)})
+
+	s.handle("GET /api/v1/monitor/lanes", endpoint{domain: "monitor", action: "lanes", scope: ScopeMonitorRead, run: s.monitorLanes})
+	s.handle("GET /api/v1/monitor/locks", endpoint{domain: "monitor", action: "locks", scope: ScopeMonitorRead, run: s.listLocks(false)})
+	s.handle("GET /api/v1/monitor/locks/stale", endpoint{domain: "monitor", action: "locks", scope: ScopeMonitorRead, run: s.listLocks(true)})
+	s.handle("POST /api/v1/monitor/locks/cleanup", endpoint{domain: "monitor", action: "cleanup", scope: ScopeMonitorWrite, tx: true, run: s.cleanupLocks})
+
+	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		rc := newRequestContext(w, r)
+		s.writeError(w, rc, "request", "route", newAPIError(http.StatusNotFound, "request.route.not_found", "no endpoint %s %s", r.Method, r.URL.Path))
+	})
+}
+
+// endpoint is one API operation.
+type endpoint struct {
+	domain, action string
+	// scope is the token scope the operation needs.
+	scope string
+	// tx runs the operation in a transaction that also records the request's
+	// message_id, so a repeated message_id replays the first answer.
+	tx bool
+	// run does the work. db is the transaction when tx is set, else the pool.
+	run func(ctx context.Context, r *request, db dbsqlc.DBTX) (int, any, error)
+	// after runs once the transaction has committed and may replace the
+	// answer (wait_for_completion).
+	after func(ctx context.Context, r *request, status int, data any) (int, any, error)
+}
+
+// request is a decoded, authenticated API request.
+type request struct {
+	*http.Request
+	*requestContext
+	principal *principal
+	envelope  *requestEnvelope
+}
+
+type requestContext struct {
+	requestID, correlationID string
+}
+
+func newRequestContext(w http.ResponseWriter, r *http.Request) *requestContext {
+	rc := &requestContext{requestID: r.Header.Get("X-Request-ID"), correlationID: r.Header.Get("X-Correlation-ID")}
+	if rc.requestID == "" {
+		rc.requestID = randomID()
+	}
+	if rc.correlationID == "" {
+		rc.correlationID = randomID()
+	}
+	w.Header().Set("X-Request-ID", rc.requestID)
+	w.Header().Set("X-Correlation-ID", rc.correlationID)
+	return rc
+}
+
+func (s *Server) handle(pattern string, ep endpoint) {
+	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		rc := newRequestContext(w, r)
+		defer func() {
+			if p := recover(); p != nil {
+				s.ErrorContext(r.Context(), "panic serving request", "panic", p, "stack", string(debug.Stack()), "request_id", rc.requestID)
+				s.writeError(w, rc, ep.domain, ep.action, errors.New("panic"))
+			}
+		}()
+		status, data, err := s.serve(w, r, rc, ep)
+		if err != nil {
+			s.writeError(w, rc, ep.domain, ep.action, err)
+			return
+		}
+		s.writeJSON(w, status, successEnvelope{
+			RequestID: rc.requestID, CorrelationID: rc.correlationID,
+			Type: messageType{Domain: ep.domain, Action: ep.action}, SchemaVersion: schemaVersion,
+			Status: "success", Data: data,
+		})
+	})
+}
+
+func (s *Server) serve(w http.ResponseWriter, r *http.Request, rc *requestContext, ep endpoint) (int, any, error) {
+	if da := r.Header.Get("X-Domain-Action"); da != "" && da != ep.domain+"."+ep.action {
+		return 0, nil, newAPIError(http.StatusBadRequest, ep.domain+"."+ep.action+".invalid_request",
+			"X-Domain-Action %q does not name this endpoint (%s.%s)", da, ep.domain, ep.action)
+	}
+	p, err := s.authenticate(r)
+	if err != nil {
+		return 0, nil, err
+	}
+	if !p.has(ep.scope) {
+		return 0, nil, newAPIError(http.StatusForbidden, "workflow.access.forbidden", "the token lacks the %s scope", ep.scope)
+	}
+	req := &request{Request: r, requestContext: rc, principal: p}
+	if r.Method == http.MethodPost || r.Method == http.MethodPut {
+		if req.envelope, err = decodeEnvelope(w, r, ep.domain, ep.action); err != nil {
+			return 0, nil, err
+		}
+		if req.envelope.CorrelationID != "" && r.Header.Get("X-Correlation-ID") == "" {
+			rc.correlationID = req.envelope.CorrelationID
+			w.Header().Set("X-Correlation-ID", rc.correlationID)
+		}
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), s.timeout)
+	defer cancel()
+	if !ep.tx {
+		return ep.run(ctx, req, s.pool)
+	}
+	var (
+		status int
+		data   any
+		replay *dbsqlc.IdempotencyKey
+	)
+	err = s.engine.WithTx(ctx, func(tx pgx.Tx) error {
+		key := ""
+		if req.envelope != nil {
+			key = req.envelope.MessageID
+		}
+		if key != "" {
+			claimed, err := s.claimMessageID(ctx, tx, p.tenantID, ep, key)
+			if err != nil {
+				return err
+			}
+			if !claimed {
+				replay, err = s.q.IdempotencyGet(ctx, tx, &dbsqlc.IdempotencyGetParams{TenantID: p.tenantID, Endpoint: ep.domain + "." + ep.action, MessageID: key})
+				return err
+			}
+		}
+		var err error
+		status, data, err = ep.run(ctx, req, tx)
+		if err != nil || key == "" {
+			return err
+		}
+		body, err := json.Marshal(data)
+		if err != nil {
+			return fmt.Errorf("encoding answer: %w", err)
+		}
+		return s.q.IdempotencySetResponse(ctx, tx, &dbsqlc.IdempotencySetResponseParams{
+			TenantID: p.tenantID, Endpoint: ep.domain + "." + ep.action, MessageID: key,
+			StatusCode: int32(status), Response: body,
+		})
+	})
+	if err != nil {
+		return 0, nil, err
+	}
+	if replay != nil {
+		w.Header().Set("X-Idempotent-Replay", "true")
+		return int(deref32(replay.StatusCode)), json.RawMessage(replay.Response), nil
+	}
+	if ep.after != nil {
+		return ep.after(r.Context(), req, status, data)
+	}
+	return status, data, nil
+}
+
+// claimMessageID records a message_id; false means an earlier request with
+// it has committed its answer.
+func (s *Server) claimMessageID(ctx context.Context, tx pgx.Tx, tenant string, ep endpoint, key string) (bool, error) {
+	_, err := s.q.IdempotencyClaim(ctx, tx, &dbsqlc.IdempotencyClaimParams{TenantID: tenant, Endpoint: ep.domain + "." + ep.action, MessageID: key})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("claiming message_id: %w", err)
+	}
+	return true, nil
+}
+
+// writeError renders any error as the seed's error envelope. Errors Baton
+// does not know become a generic 500 that leaks nothing.
+func (s *Server) writeError(w http.ResponseWriter, rc *requestContext, domain, action string, err error) {
+	ae := toAPIError(err, domain, action)
+	if ae == nil {
+		s.Error("request failed", "error", err, "request_id", rc.requestID, "correlation_id", rc.correlationID)
+		ae = newAPIError(http.StatusInternalServerError, "workflow.service.internal_error", "internal error; see the server log for request %s", rc.requestID)
+	}
+	details := ae.details
+	if details == nil {
+		details = map[string]any{}
+	}
+	s.writeJSON(w, ae.status, errorEnvelope{
+		Type: messageType{Domain: domain, Action: "error"},
+		Error: errorBody{Code: ae.code, HTTPStatus: ae.status, Message: ae.message, Details: details,
+			Retryable: ae.retryable, RetryAfterMS: ae.retryAfterMS},
+		CorrelationID: rc.correlationID, RequestID: rc.requestID,
+	})
+}
+
+func (s *Server) writeJSON(w http.ResponseWriter, status int, v any) {
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(v); err != nil {
+		s.Error("encoding response", "error", err)
+		http.Error(w, `{"error":{"code":"workflow.service.internal_error"}}`, http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(buf.Bytes())
+}
+
+func randomID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	h := hex.EncodeToString(b[:])
+	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32]
+}
+
+func deref32(p *int32) int32 {
+	if p == nil {
+		return http.StatusOK
+	}
+	return *p
+}
+
+func bytesReader(b []byte) *bytes.Reader { return bytes.NewReader(b) }

@@ -1,0 +1,99 @@
+package jobs
+
+// Queues Baton's jobs run in, as in seed 003.
+const (
+	QueueHigh   = "high"
+	QueueMedium = "medium"
+	QueueLow    = "low"
+)
+
+// StepArgs advance an execution from one checkpoint.
+type StepArgs struct {
+	// ExecutionID is the execution's row id.
+	ExecutionID int64 `json:"execution_id"`
+	// StepSeq is the checkpoint the job expects; a job whose checkpoint is
+	// no longer current does nothing.
+	StepSeq int64 `json:"step_seq"`
+}
+
+// Kind is the job kind River UI shows.
+func (StepArgs) Kind() string { return "execution.step" }
+
+// DeliverArgs deliver a thread's pending outbound messages in order.
+type DeliverArgs struct {
+	// ThreadID is the thread's row id.
+	ThreadID int64 `json:"thread_id"`
+}
+
+// Kind is the job kind River UI shows.
+func (DeliverArgs) Kind() string { return "message.deliver" }
+
+// DrainArgs hand a thread's queued messages out in FIFO order once its lock
+// is free.
+type DrainArgs struct {
+	// ThreadID is the thread's row id.
+	ThreadID int64 `json:"thread_id"`
+}
+
+// Kind is the job kind River UI shows.
+func (DrainArgs) Kind() string { return "thread.drain" }
+
+// LockReapArgs clear stale and orphan thread locks and drain their threads.
+type LockReapArgs struct{}
+
+// Kind is the job kind River UI shows.
+func (LockReapArgs) Kind() string { return "thread.lock_reap" }
+
+// WaitTimeoutArgs fire the timeout of one wait of an execution.
+type WaitTimeoutArgs struct {
+	// ExecutionID is the execution's row id.
+	ExecutionID int64 `json:"execution_id"`
+	// WaitSeq is the wait the job belongs to; a job of an older wait (the
+	// execution resumed, or retried its wait) does nothing.
+	WaitSeq int32 `json:"wait_seq"`
+}
+
+// Kind is the job kind River UI shows.
+func (WaitTimeoutArgs) Kind() string { return "execution.wait_timeout" }
+
+// CallbackArgs post a terminal execution's result to its callback_url.
+type CallbackArgs struct {
+	// ExecutionID is the execution's row id.
+	ExecutionID int64 `json:"execution_id"`
+	// MessageID is the result envelope's message_id, the same on every
+	// retry so that a receiver can drop repeated deliveries.
+	MessageID string `json:"message_id"`
+	// InputRequestWaitSeq, when set, makes this the input request of that
+	// wait (seed 003, 5.4) rather than the execution's result.
+	InputRequestWaitSeq int32 `json:"input_request_wait_seq,omitempty"`
+}
+
+// Kind is the job kind River UI shows.
+func (CallbackArgs) Kind() string { return "workflow.callback" }
+
+// LaneDispatchArgs admit a lane's pending executions while it has room.
+type LaneDispatchArgs struct {
+	// Lane is the global lane's name.
+	Lane string `json:"lane"`
+}
+
+// Kind is the job kind River UI shows.
+func (LaneDispatchArgs) Kind() string { return "lane.dispatch" }
+
+// LaneSweepArgs re-arm lost lane dispatches and session flushes.
+type LaneSweepArgs struct{}
+
+// Kind is the job kind River UI shows.
+func (LaneSweepArgs) Kind() string { return "lane.sweep" }
+
+// SessionFlushArgs start a session's next run from its queued inbound
+// messages once it is idle and its debounce window has passed.
+type SessionFlushArgs struct {
+	TenantID string `json:"tenant_id"`
+	// ThreadID is the thread's external id (the session is
+	// "session:<thread id>").
+	ThreadID string `json:"thread_id"`
+}
+
+// Kind is the job kind River UI shows.
+func (SessionFlushArgs) Kind() string { return "session.flush" }

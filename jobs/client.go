@@ -1,0 +1,198 @@
+package jobs
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivertype"
+
+	"github.com/batonrun/baton/engine"
+)
+
+// River settings Baton uses when Config leaves them zero. River's default
+// fetch cooldown, 100 ms, makes every job hop cost about 100 ms; the README's
+// "Benchmarks" section has the numbers behind these values.
+const (
+	// DefaultFetchCooldown is the shortest time between two fetches of a
+	// queue: 2 ms.
+	DefaultFetchCooldown = 2 * time.Millisecond
+	// DefaultFetchPollInterval is how often queues are polled when no insert
+	// notification arrives: 50 ms.
+	DefaultFetchPollInterval = 50 * time.Millisecond
+	// DefaultWorkers is the number of workers of the high queue: 32.
+	DefaultWorkers = 32
+)
+
+// DefaultRescueStuckJobsAfter is how long a running job may go before River
+// hands it to another worker: just over the step timeout, so that with
+// River's 30 s rescuer interval and a leader re-election a dead worker's
+// step runs again within 2 minutes.
+const DefaultRescueStuckJobsAfter = 65 * time.Second
+
+// Config configures Baton's River client.
+type Config struct {
+	// Engine is the engine the workers call. Required.
+	Engine *engine.Engine
+	// Logger receives River's log lines. Nil discards them.
+	Logger *slog.Logger
+	// RescueStuckJobsAfter is how long a running job may go without
+	// finishing before River hands it to another worker. It must be over
+	// StepTimeout. Zero means DefaultRescueStuckJobsAfter (65 s). A step
+	// whose worker died is picked up again after at most
+	// RescueStuckJobsAfter plus River's rescuer interval (30 s, not
+	// configurable), plus, when the dead process was the leader, River's
+	// leader re-election (up to about 20 s): under 2 minutes with the
+	// default, Baton's promise.
+	RescueStuckJobsAfter time.Duration
+	// FetchCooldown is the shortest time between two fetches of a queue.
+	// River's default, 100 ms, makes every job hop cost about 100 ms; zero
+	// means DefaultFetchCooldown.
+	FetchCooldown time.Duration
+	// FetchPollInterval is how often queues are polled when no insert
+	// notification arrives. Zero means DefaultFetchPollInterval.
+	FetchPollInterval time.Duration
+	// Workers is the number of workers of the high queue (steps); the
+	// medium queue gets half of it and the low queue a quarter. Zero means
+	// DefaultWorkers.
+	Workers int
+	// InsertOnly builds a client that inserts jobs and works none.
+	InsertOnly bool
+	// LaneSweepInterval is how often lost lane dispatches and session
+	// flushes are re-armed. Zero means 5 seconds.
+	LaneSweepInterval time.Duration
+	// LockReapInterval is how often stale thread locks are cleared and lost
+	// drains re-armed (locks.reapInterval). Zero means 30 seconds; negative
+	// runs no reaper (for tests that clear locks by hand).
+	LockReapInterval time.Duration
+}
+
+// NewClient returns Baton's River client with its workers registered and
+// wires it into the engine as its JobInserter.
+func NewClient(pool *pgxpool.Pool, cfg Config) (*river.Client[pgx.Tx], error) {
+	if cfg.Engine == nil {
+		return nil, fmt.Errorf("jobs: Config.Engine is required")
+	}
+	workers := river.NewWorkers()
+	river.AddWorker(workers, &StepWorker{Engine: cfg.Engine})
+	river.AddWorker(workers, &DeliverWorker{Engine: cfg.Engine})
+	river.AddWorker(workers, &DrainWorker{Engine: cfg.Engine})
+	river.AddWorker(workers, &LockReapWorker{Engine: cfg.Engine})
+	river.AddWorker(workers, &WaitTimeoutWorker{Engine: cfg.Engine})
+	river.AddWorker(workers, &CallbackWorker{Engine: cfg.Engine})
+	river.AddWorker(workers, &LaneDispatchWorker{Engine: cfg.Engine})
+	river.AddWorker(workers, &LaneSweepWorker{Engine: cfg.Engine})
+	river.AddWorker(workers, &SessionFlushWorker{Engine: cfg.Engine})
+	rc, err := RiverConfig(cfg, workers)
+	if err != nil {
+		return nil, err
+	}
+	sweepEvery := cfg.LaneSweepInterval
+	if sweepEvery <= 0 {
+		sweepEvery = 5 * time.Second
+	}
+	rc.PeriodicJobs = append(rc.PeriodicJobs,
+		river.NewPeriodicJob(river.PeriodicInterval(sweepEvery), func() (river.JobArgs, *river.InsertOpts) {
+			return LaneSweepArgs{}, &river.InsertOpts{Queue: QueueLow}
+		}, nil))
+	reapEvery := cfg.LockReapInterval
+	if reapEvery == 0 {
+		reapEvery = 30 * time.Second
+	}
+	if reapEvery > 0 {
+		rc.PeriodicJobs = append(rc.PeriodicJobs,
+			river.NewPeriodicJob(river.PeriodicInterval(reapEvery), func() (river.JobArgs, *river.InsertOpts) {
+				return LockReapArgs{}, &river.InsertOpts{Queue: QueueLow}
+			}, &river.PeriodicJobOpts{RunOnStart: true}))
+	}
+	client, err := river.NewClient(riverpgxv5.New(pool), rc)
+	if err != nil {
+		return nil, fmt.Errorf("creating River client: %w", err)
+	}
+	cfg.Engine.SetJobInserter(&Inserter{Client: client})
+	return client, nil
+}
+
+// RiverConfig returns the River client settings NewClient uses for cfg, with
+// cfg's defaults applied, working the given workers; cfg.Engine is not used.
+// baton bench builds its bare-River floor with it so that both run under the
+// same settings.
+func RiverConfig(cfg Config, workers *river.Workers) (*river.Config, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.RescueStuckJobsAfter == 0 {
+		cfg.RescueStuckJobsAfter = DefaultRescueStuckJobsAfter
+	}
+	if cfg.RescueStuckJobsAfter <= StepTimeout {
+		return nil, fmt.Errorf("jobs: RescueStuckJobsAfter (%s) must be over the step timeout (%s)", cfg.RescueStuckJobsAfter, StepTimeout)
+	}
+	if cfg.FetchCooldown == 0 {
+		cfg.FetchCooldown = DefaultFetchCooldown
+	}
+	if cfg.FetchPollInterval == 0 {
+		cfg.FetchPollInterval = DefaultFetchPollInterval
+	}
+	if cfg.Workers <= 0 {
+		cfg.Workers = DefaultWorkers
+	}
+	rc := &river.Config{
+		Logger:               cfg.Logger,
+		Workers:              workers,
+		FetchCooldown:        cfg.FetchCooldown,
+		FetchPollInterval:    cfg.FetchPollInterval,
+		JobTimeout:           StepTimeout,
+		RescueStuckJobsAfter: cfg.RescueStuckJobsAfter,
+		MaxAttempts:          25,
+		Middleware:           []rivertype.Middleware{&preciseTimers{kinds: map[string]bool{WaitTimeoutArgs{}.Kind(): true, SessionFlushArgs{}.Kind(): true}}},
+	}
+	if !cfg.InsertOnly {
+		rc.Queues = map[string]river.QueueConfig{
+			QueueHigh:   {MaxWorkers: cfg.Workers},
+			QueueMedium: {MaxWorkers: max(cfg.Workers/2, 1)},
+			QueueLow:    {MaxWorkers: max(cfg.Workers/4, 1)},
+		}
+	}
+	return rc, nil
+}
+
+// Inserter enqueues Baton's jobs with River's InsertTx in the caller's
+// transaction.
+type Inserter struct {
+	// Client inserts the jobs.
+	Client *river.Client[pgx.Tx]
+}
+
+var _ engine.JobInserter = (*Inserter)(nil)
+
+// InsertStep enqueues an execution.step job.
+func (i *Inserter) InsertStep(ctx context.Context, tx pgx.Tx, executionID, stepSeq int64, priority int) error {
+	_, err := i.Client.InsertTx(ctx, tx, StepArgs{ExecutionID: executionID, StepSeq: stepSeq},
+		&river.InsertOpts{Queue: QueueHigh, Priority: priority})
+	return err
+}
+
+// InsertDrain enqueues a thread.drain job.
+func (i *Inserter) InsertDrain(ctx context.Context, tx pgx.Tx, threadID int64) error {
+	_, err := i.Client.InsertTx(ctx, tx, DrainArgs{ThreadID: threadID}, &river.InsertOpts{Queue: QueueMedium})
+	return err
+}
+
+// InsertDeliver enqueues a message.deliver job.
+func (i *Inserter) InsertDeliver(ctx context.Context, tx pgx.Tx, threadID int64) error {
+	_, err := i.Client.InsertTx(ctx, tx, DeliverArgs{ThreadID: threadID},
+		&river.InsertOpts{Queue: QueueMedium, MaxAttempts: 100})
+	return err
+}
+
+// InsertCallback enqueues a workflow.callback job on the low queue.
+func (i *Inserter) InsertCallback(ctx context.Context, tx pgx.Tx, executionID int64, messageID string, inputRequestWaitSeq int32) error {
+	_, err := i.Client.InsertTx(ctx, tx, CallbackArgs{ExecutionID: executionID, MessageID: messageID, InputRequestWaitSeq: inputRequestWaitSeq},
+		&river.InsertOpts{Queue: QueueLow, MaxAttempts: 20})
+	return err
+}

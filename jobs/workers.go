@@ -1,0 +1,154 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+
+	"github.com/batonrun/baton/engine"
+)
+
+// StepTimeout bounds one step job. Tool calls are bounded by their own
+// timeouts, which must stay under it.
+const StepTimeout = 60 * time.Second
+
+// StepWorker runs execution.step jobs.
+type StepWorker struct {
+	river.WorkerDefaults[StepArgs]
+	Engine *engine.Engine
+}
+
+// Timeout bounds a step job.
+func (w *StepWorker) Timeout(*river.Job[StepArgs]) time.Duration { return StepTimeout }
+
+// NextRetry retries a failed step almost at once: a step is idempotent
+// through its checkpoint's step_seq.
+func (w *StepWorker) NextRetry(job *river.Job[StepArgs]) time.Time {
+	return time.Now().Add(time.Duration(job.Attempt) * 100 * time.Millisecond)
+}
+
+// Work advances the execution and completes the job in the step's
+// transaction. A step that must wait for a tool retry or an open breaker is
+// snoozed. When the last attempt fails, the execution fails with it.
+func (w *StepWorker) Work(ctx context.Context, job *river.Job[StepArgs]) error {
+	err := w.Engine.RunStepAttempt(ctx, job.Args.ExecutionID, job.Args.StepSeq, job.Attempt, func(ctx context.Context, tx pgx.Tx) error {
+		_, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
+		return err
+	})
+	var snooze *engine.SnoozeError
+	if errors.As(err, &snooze) {
+		// A tool retry's backoff or an open breaker: run again later with
+		// the same checkpoint, spending no attempt.
+		return river.JobSnooze(snooze.Delay)
+	}
+	if err != nil && job.Attempt >= job.MaxAttempts {
+		msg := fmt.Sprintf("step failed after %d attempts: %v", job.Attempt, err)
+		if ferr := w.Engine.Fail(context.WithoutCancel(ctx), job.Args.ExecutionID, job.Args.StepSeq, engine.CodeStepFailed, msg); ferr != nil && !engine.IsTransitionError(ferr) {
+			return fmt.Errorf("%w (and failing the execution: %v)", err, ferr)
+		}
+	}
+	return err
+}
+
+// DeliverWorker runs message.deliver jobs.
+type DeliverWorker struct {
+	river.WorkerDefaults[DeliverArgs]
+	Engine *engine.Engine
+}
+
+// Timeout bounds one delivery round of a thread.
+func (w *DeliverWorker) Timeout(*river.Job[DeliverArgs]) time.Duration { return 60 * time.Second }
+
+// NextRetry backs off exponentially from a quarter second, capped at five
+// minutes.
+func (w *DeliverWorker) NextRetry(job *river.Job[DeliverArgs]) time.Time {
+	d := 250 * time.Millisecond << min(max(job.Attempt-1, 0), 12)
+	return time.Now().Add(min(d, 5*time.Minute))
+}
+
+// Work delivers the thread's pending messages in order.
+func (w *DeliverWorker) Work(ctx context.Context, job *river.Job[DeliverArgs]) error {
+	return w.Engine.DeliverThread(ctx, job.Args.ThreadID)
+}
+
+// DrainWorker runs thread.drain jobs.
+type DrainWorker struct {
+	river.WorkerDefaults[DrainArgs]
+	Engine *engine.Engine
+}
+
+// NextRetry retries a failed drain soon: it is idempotent under the thread
+// row lock.
+func (w *DrainWorker) NextRetry(job *river.Job[DrainArgs]) time.Time {
+	return time.Now().Add(time.Duration(job.Attempt) * 200 * time.Millisecond)
+}
+
+// Work drains the thread and completes the job in the drain's transaction.
+func (w *DrainWorker) Work(ctx context.Context, job *river.Job[DrainArgs]) error {
+	return w.Engine.DrainThread(ctx, job.Args.ThreadID, func(ctx context.Context, tx pgx.Tx) error {
+		_, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
+		return err
+	})
+}
+
+// LockReapWorker runs the periodic thread.lock_reap job.
+type LockReapWorker struct {
+	river.WorkerDefaults[LockReapArgs]
+	Engine *engine.Engine
+}
+
+// Work clears stale locks and wakes the drains that need it.
+func (w *LockReapWorker) Work(ctx context.Context, _ *river.Job[LockReapArgs]) error {
+	_, err := w.Engine.ReapLocks(ctx)
+	return err
+}
+
+// WaitTimeoutWorker runs execution.wait_timeout jobs.
+type WaitTimeoutWorker struct {
+	river.WorkerDefaults[WaitTimeoutArgs]
+	Engine *engine.Engine
+}
+
+// NextRetry retries a failed timeout almost at once: it is idempotent
+// through the execution's wait_seq.
+func (w *WaitTimeoutWorker) NextRetry(job *river.Job[WaitTimeoutArgs]) time.Time {
+	return time.Now().Add(time.Duration(job.Attempt) * 100 * time.Millisecond)
+}
+
+// Work applies the wait's timeout policy and completes the job in the same
+// transaction; a job of a wait that is over does nothing.
+func (w *WaitTimeoutWorker) Work(ctx context.Context, job *river.Job[WaitTimeoutArgs]) error {
+	return w.Engine.HandleWaitTimeout(ctx, job.Args.ExecutionID, job.Args.WaitSeq, func(ctx context.Context, tx pgx.Tx) error {
+		_, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
+		return err
+	})
+}
+
+// CallbackWorker runs workflow.callback jobs.
+type CallbackWorker struct {
+	river.WorkerDefaults[CallbackArgs]
+	Engine *engine.Engine
+}
+
+// Timeout bounds one delivery attempt.
+func (w *CallbackWorker) Timeout(*river.Job[CallbackArgs]) time.Duration { return 30 * time.Second }
+
+// NextRetry backs off exponentially from one second, capped at ten minutes.
+func (w *CallbackWorker) NextRetry(job *river.Job[CallbackArgs]) time.Time {
+	d := time.Second << min(job.Attempt-1, 10)
+	return time.Now().Add(min(d, 10*time.Minute))
+}
+
+// Work posts the result; a refusal that retrying cannot fix cancels the job.
+func (w *CallbackWorker) Work(ctx context.Context, job *river.Job[CallbackArgs]) error {
+	err := w.Engine.SendCallback(ctx, job.Args.ExecutionID, job.Args.MessageID, job.Args.InputRequestWaitSeq)
+	if errors.Is(err, engine.ErrCallbackRefused) {
+		return river.JobCancel(err)
+	}
+	return err
+}

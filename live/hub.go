@@ -1,0 +1,451 @@
+package live
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/batonrun/baton/db/dbsqlc"
+	"github.com/batonrun/baton/engine"
+)
+
+// Channel is the NOTIFY channel transactions that write execution_event
+// announce themselves on (once per transaction, empty payload).
+const Channel = "baton_event"
+
+// Config configures a Hub.
+type Config struct {
+	// Pool is the database pool: replays read through it, and the hub's own
+	// connection is opened with its connection settings. Required.
+	Pool *pgxpool.Pool
+	// Logger receives the hub's log lines. Nil discards them.
+	Logger *slog.Logger
+	// SubscriberBuffer is how many bytes of messages may wait for one
+	// subscriber; a subscriber that falls further behind is dropped as too
+	// slow. (Bytes, not events: one step may write a hundred small events
+	// at once, which a fast client takes in stride.) A subscriber with an
+	// empty queue always takes the next event. Zero means 1 MiB.
+	SubscriberBuffer int
+	// PollInterval is how often the hub looks for new events when no
+	// notification arrives (a safety net for notifications lost while its
+	// connection was down). Zero means 1 second.
+	PollInterval time.Duration
+	// RecheckInterval is how soon the hub looks again while numbered events
+	// wait for older transactions to end. Zero means 20 ms.
+	RecheckInterval time.Duration
+}
+
+// Hub is a process's single LISTEN connection and the fan-out of the events
+// it reads to the process's subscribers.
+//
+// Ordering without gaps: event ids come from a sequence, so a transaction
+// can commit id 11 while id 10 is still in flight. Reading "id > cursor" and
+// moving the cursor to 11 would lose 10 forever. The hub therefore reads only
+// ids that are final. It takes fences (L, B): L is the sequence's last value
+// and B a transaction id drawn after L was read. Every id <= L was drawn by
+// a transaction that already had its xid (migration 00003 assigns it before
+// the id), so that xid is < B. When the oldest running transaction
+// (pg_snapshot_xmin) is >= B, all of those transactions have committed or
+// rolled back, and the rows with ids <= L are exactly the ones that will ever
+// exist: the hub reads (cursor, L], fans them out in id order and moves the
+// cursor to L. The price is latency: while any transaction older than B runs
+// (anywhere in the cluster), delivery waits for it.
+type Hub struct {
+	cfg Config
+	log *slog.Logger
+	q   *dbsqlc.Queries
+
+	mu      sync.Mutex
+	cursor  int64 // every event with id <= cursor has been fanned out
+	subs    map[*Subscription]struct{}
+	ready   chan struct{} // closed once cursor is set
+	stopped bool
+
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// fence is (L, B) above.
+type fence struct{ last, bound int64 }
+
+// NewHub returns a Hub; Start runs it.
+func NewHub(cfg Config) (*Hub, error) {
+	if cfg.Pool == nil {
+		return nil, errors.New("live: Config.Pool is required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.SubscriberBuffer <= 0 {
+		cfg.SubscriberBuffer = 1 << 20
+	}
+	if cfg.PollInterval <= 0 {
+		cfg.PollInterval = time.Second
+	}
+	if cfg.RecheckInterval <= 0 {
+		cfg.RecheckInterval = 20 * time.Millisecond
+	}
+	return &Hub{
+		cfg: cfg, log: cfg.Logger, q: dbsqlc.New(),
+		subs: map[*Subscription]struct{}{}, ready: make(chan struct{}),
+	}, nil
+}
+
+// Start runs the hub in the background until Stop.
+func (h *Hub) Start() {
+	ctx, cancel := context.WithCancel(context.Background())
+	h.cancel = cancel
+	h.done = make(chan struct{})
+	go func() {
+		defer close(h.done)
+		h.run(ctx)
+	}()
+}
+
+// Stop stops the hub and ends every subscription (their Done channels
+// close). It waits for the hub's connection to close.
+func (h *Hub) Stop() {
+	if h.cancel == nil {
+		return
+	}
+	h.cancel()
+	<-h.done
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.stopped = true
+	for s := range h.subs {
+		delete(h.subs, s)
+		s.end(false)
+	}
+}
+
+// run keeps a LISTEN connection and serves events until ctx ends,
+// reconnecting after errors.
+func (h *Hub) run(ctx context.Context) {
+	var fences []fence
+	for ctx.Err() == nil {
+		err := h.session(ctx, &fences)
+		if ctx.Err() != nil {
+			return
+		}
+		h.log.Warn("live event hub lost its connection; reconnecting", "error", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// session is one connection's life: LISTEN, then fence, serve and wait in a
+// loop. Fences survive reconnections; notifications missed while
+// disconnected are covered by the fence taken on reconnecting.
+func (h *Hub) session(ctx context.Context, fences *[]fence) error {
+	conn, err := pgx.ConnectConfig(ctx, h.cfg.Pool.Config().ConnConfig.Copy())
+	if err != nil {
+		return fmt.Errorf("connecting: %w", err)
+	}
+	defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }()
+	// The fence's xid makes its statement a transaction with a commit
+	// record; it need not wait for the WAL flush.
+	if _, err := conn.Exec(ctx, "SET synchronous_commit = off"); err != nil {
+		return fmt.Errorf("configuring the connection: %w", err)
+	}
+	if _, err := conn.Exec(ctx, "LISTEN "+Channel); err != nil {
+		return fmt.Errorf("listening: %w", err)
+	}
+	takeFence := true
+	for {
+		if takeFence {
+			if err := h.takeFence(ctx, conn, fences); err != nil {
+				return err
+			}
+		}
+		if len(*fences) > 0 {
+			if err := h.serve(ctx, conn, fences); err != nil {
+				return err
+			}
+		}
+		wait := h.cfg.PollInterval
+		if len(*fences) > 0 {
+			wait = h.cfg.RecheckInterval
+		}
+		waitCtx, cancel := context.WithTimeout(ctx, wait)
+		_, err := conn.WaitForNotification(waitCtx)
+		cancel()
+		switch {
+		case err == nil:
+			takeFence = true
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case errors.Is(err, context.DeadlineExceeded):
+			// A recheck needs no new fence; a safety poll takes one (it
+			// costs no xid when nothing new was numbered).
+			takeFence = len(*fences) == 0
+		default:
+			return fmt.Errorf("waiting for notifications: %w", err)
+		}
+	}
+}
+
+// takeFence appends a fence when ids were drawn since the last one.
+func (h *Hub) takeFence(ctx context.Context, conn *pgx.Conn, fences *[]fence) error {
+	known := h.currentCursor()
+	if n := len(*fences); n > 0 {
+		known = (*fences)[n-1].last
+	}
+	f, err := h.q.EventFence(ctx, conn, known)
+	if err != nil {
+		return fmt.Errorf("taking an event fence: %w", err)
+	}
+	if f.Bound != nil {
+		*fences = append(*fences, fence{last: f.LastID, bound: *f.Bound})
+	} else if !h.isReady() {
+		// Nothing was ever numbered past known: the start is final.
+		*fences = append(*fences, fence{last: f.LastID, bound: 0})
+	}
+	return nil
+}
+
+// serve fans out the events below the newest fence that has become final.
+func (h *Hub) serve(ctx context.Context, conn *pgx.Conn, fences *[]fence) error {
+	oldest, err := h.q.EventOldestRunning(ctx, conn)
+	if err != nil {
+		return fmt.Errorf("reading the oldest running transaction: %w", err)
+	}
+	upTo := int64(-1)
+	for len(*fences) > 0 && (*fences)[0].bound <= oldest {
+		upTo = (*fences)[0].last
+		*fences = (*fences)[1:]
+	}
+	if upTo < 0 {
+		return nil
+	}
+	if !h.isReady() {
+		// The first final bound is where a new process starts: its
+		// subscribers replay older events with since.
+		h.mu.Lock()
+		h.cursor = upTo
+		close(h.ready)
+		h.mu.Unlock()
+		return nil
+	}
+	after := h.currentCursor()
+	for after < upTo {
+		rows, err := h.q.EventStreamRange(ctx, conn, &dbsqlc.EventStreamRangeParams{
+			AfterID: after, UpTo: upTo, Actions: engine.StreamedActions, Max: 1000,
+		})
+		if err != nil {
+			return fmt.Errorf("reading events: %w", err)
+		}
+		events := make([]*Event, 0, len(rows))
+		for _, r := range rows {
+			ev, err := eventFromRow(r)
+			if err != nil {
+				return err
+			}
+			events = append(events, ev)
+		}
+		next := upTo
+		if len(rows) == 1000 {
+			next = rows[len(rows)-1].ID
+		}
+		h.fanOut(events, next)
+		after = next
+	}
+	return nil
+}
+
+// fanOut hands events to the matching subscribers without ever blocking: a
+// subscriber whose buffer is full is dropped and told it lagged.
+func (h *Hub) fanOut(events []*Event, cursor int64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, ev := range events {
+		for s := range h.subs {
+			if !s.filter.match(ev) {
+				continue
+			}
+			if !s.push(ev, h.cfg.SubscriberBuffer) {
+				delete(h.subs, s)
+				s.end(true)
+			}
+		}
+	}
+	h.cursor = cursor
+}
+
+func (h *Hub) currentCursor() int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.cursor
+}
+
+func (h *Hub) isReady() bool {
+	select {
+	case <-h.ready:
+		return true
+	default:
+		return false
+	}
+}
+
+// Subscription is one subscriber's live events.
+type Subscription struct {
+	// Start is the hub's cursor when the subscription began: every event it
+	// receives has a greater id, and the events up to Start are final and
+	// readable with Replay.
+	Start int64
+
+	hub    *Hub
+	filter Filter
+	done   chan struct{}
+	once   sync.Once
+	lagged bool // guarded by hub.mu
+
+	mu      sync.Mutex
+	queue   []*Event
+	pending int           // bytes in queue
+	wake    chan struct{} // capacity 1: something was queued
+}
+
+// ErrLagged is Next's error for a subscriber the hub dropped because too
+// many bytes of messages waited for it.
+var ErrLagged = errors.New("live: subscriber too slow")
+
+// ErrStopped is Next's error once the hub has stopped.
+var ErrStopped = errors.New("live: the event hub stopped")
+
+// Subscribe registers a subscriber. It waits until the hub knows where the
+// stream starts, or ctx ends.
+func (h *Hub) Subscribe(ctx context.Context, f Filter) (*Subscription, error) {
+	if f.TenantID == "" {
+		return nil, errors.New("live: a subscription needs a tenant")
+	}
+	select {
+	case <-h.ready:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("waiting for the event hub: %w", ctx.Err())
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.stopped {
+		return nil, ErrStopped
+	}
+	s := &Subscription{Start: h.cursor, hub: h, filter: f, done: make(chan struct{}), wake: make(chan struct{}, 1)}
+	h.subs[s] = struct{}{}
+	return s, nil
+}
+
+// push queues ev unless that would put more than limit bytes in the queue.
+func (s *Subscription) push(ev *Event, limit int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.queue) > 0 && s.pending+len(ev.Message) > limit {
+		return false
+	}
+	s.queue = append(s.queue, ev)
+	s.pending += len(ev.Message)
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+	return true
+}
+
+// Next returns the subscription's next event in id order. It returns
+// ErrLagged as soon as the hub has dropped the subscriber (queued events
+// are discarded), ErrStopped when the hub stopped, or ctx's error.
+func (s *Subscription) Next(ctx context.Context) (*Event, error) {
+	for {
+		select {
+		case <-s.done:
+			if s.Lagged() {
+				return nil, ErrLagged
+			}
+			return nil, ErrStopped
+		default:
+		}
+		s.mu.Lock()
+		if len(s.queue) > 0 {
+			ev := s.queue[0]
+			s.queue[0] = nil
+			s.queue = s.queue[1:]
+			s.pending -= len(ev.Message)
+			s.mu.Unlock()
+			return ev, nil
+		}
+		s.mu.Unlock()
+		select {
+		case <-s.wake:
+		case <-s.done:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// Lagged reports whether the hub dropped the subscription as too slow.
+func (s *Subscription) Lagged() bool {
+	s.hub.mu.Lock()
+	defer s.hub.mu.Unlock()
+	return s.lagged
+}
+
+// Close ends the subscription.
+func (s *Subscription) Close() {
+	s.hub.mu.Lock()
+	defer s.hub.mu.Unlock()
+	delete(s.hub.subs, s)
+	s.end(false)
+}
+
+// end closes done once; the hub's mutex is held.
+func (s *Subscription) end(lagged bool) {
+	s.once.Do(func() {
+		s.lagged = lagged
+		close(s.done)
+	})
+}
+
+// Replay calls fn with the tenant's events that match f and have ids in
+// (after, upTo], oldest first. upTo should be a Subscription's Start, which
+// is final.
+func (h *Hub) Replay(ctx context.Context, f Filter, after, upTo int64, fn func(*Event) error) error {
+	params := &dbsqlc.EventStreamRangeParams{UpTo: upTo, Actions: engine.StreamedActions, TenantID: &f.TenantID, Max: 500}
+	if f.ExecutionID != "" {
+		params.ExecutionKey = &f.ExecutionID
+	}
+	if f.WorkflowID != "" {
+		params.WorkflowID = &f.WorkflowID
+	}
+	if f.ThreadID != "" {
+		params.ThreadKey = &f.ThreadID
+	}
+	for params.AfterID = after; params.AfterID < upTo; {
+		rows, err := h.q.EventStreamRange(ctx, h.cfg.Pool, params)
+		if err != nil {
+			return fmt.Errorf("replaying events: %w", err)
+		}
+		for _, r := range rows {
+			ev, err := eventFromRow(r)
+			if err != nil {
+				return err
+			}
+			if err := fn(ev); err != nil {
+				return err
+			}
+		}
+		if len(rows) < int(params.Max) {
+			return nil
+		}
+		params.AfterID = rows[len(rows)-1].ID
+	}
+	return nil
+}

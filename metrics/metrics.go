@@ -1,0 +1,204 @@
+// Package metrics exposes seed 003's metrics (section 7.5) to Prometheus,
+// with underscores for the seed's dots:
+//
+//   - workflow_execute_duration_ms (histogram; domain, action, workflow_id):
+//     creation to end of each execution that reaches a terminal status.
+//   - workflow_step_duration_ms (histogram; domain, action, workflow_id,
+//     step_id): each node run, a task's tool call included.
+//   - workflow_error_count (counter; domain, action, error_code): executions
+//     that failed, by code; domain and action are the code's first two parts
+//     (workflow.execute.step_failed → workflow, execute).
+//   - workflow_retry_count (counter; domain, action, workflow_id, step_id):
+//     steps run again after a failed attempt.
+//   - workflow_queue_depth (gauge; domain, action, queue): River jobs ready to
+//     run and not yet taken, read from river_job at scrape time.
+//   - workflow_active_executions (gauge; domain, action, tenant_id, status):
+//     pending, running and waiting executions, read at scrape time.
+//
+// plus baton_thread_locks_held (tenant_id) and baton_outbound_pending. The
+// counters and histograms are observed in this process by the engine
+// (through engine.Metrics); the gauges come from SQL on every scrape, so any
+// process shows the whole database. No label ever carries an execution or
+// thread id.
+package metrics
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/batonrun/baton/db/dbsqlc"
+	"github.com/batonrun/baton/engine"
+)
+
+// Config configures Metrics.
+type Config struct {
+	// Pool is read at scrape time for the gauges. Required.
+	Pool *pgxpool.Pool
+	// ScrapeTimeout bounds the gauges' queries. Zero means 2 seconds.
+	ScrapeTimeout time.Duration
+	// Logger receives scrape errors. Nil discards them.
+	Logger *slog.Logger
+}
+
+// Metrics is Baton's Prometheus registry. It implements engine.Metrics.
+type Metrics struct {
+	registry   *prometheus.Registry
+	logger     *slog.Logger
+	executeDur *prometheus.HistogramVec
+	stepDur    *prometheus.HistogramVec
+	errorCount *prometheus.CounterVec
+	retryCount *prometheus.CounterVec
+}
+
+var _ engine.Metrics = (*Metrics)(nil)
+
+// durationBuckets cover a millisecond step to a day-long conversation.
+var durationBuckets = []float64{1, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000, 300000, 1800000, 3600000, 86400000}
+
+// New returns Metrics with its own registry (Go and process collectors
+// included).
+func New(cfg Config) *Metrics {
+	if cfg.ScrapeTimeout <= 0 {
+		cfg.ScrapeTimeout = 2 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	m := &Metrics{
+		registry: prometheus.NewRegistry(),
+		logger:   cfg.Logger,
+		executeDur: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "workflow_execute_duration_ms", Help: "Time from creation to end of executions that reached a terminal status, in milliseconds.",
+			Buckets: durationBuckets,
+		}, []string{"domain", "action", "workflow_id"}),
+		stepDur: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "workflow_step_duration_ms", Help: "Time of each node run (a task's tool call included), in milliseconds.",
+			Buckets: durationBuckets,
+		}, []string{"domain", "action", "workflow_id", "step_id"}),
+		errorCount: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "workflow_error_count", Help: "Executions that failed, by error code.",
+		}, []string{"domain", "action", "error_code"}),
+		retryCount: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "workflow_retry_count", Help: "Steps run again after a failed attempt.",
+		}, []string{"domain", "action", "workflow_id", "step_id"}),
+	}
+	m.registry.MustRegister(m.executeDur, m.stepDur, m.errorCount, m.retryCount,
+		&gauges{pool: cfg.Pool, q: dbsqlc.New(), timeout: cfg.ScrapeTimeout},
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// Handler serves the Prometheus text exposition. A failed gauge query is
+// logged and leaves the other metrics served.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{
+		ErrorLog:      slog.NewLogLogger(m.logger.Handler(), slog.LevelWarn),
+		ErrorHandling: promhttp.ContinueOnError,
+	})
+}
+
+// Registry returns the registry, for adding collectors.
+func (m *Metrics) Registry() *prometheus.Registry { return m.registry }
+
+// ExecutionFinished observes workflow_execute_duration_ms.
+func (m *Metrics) ExecutionFinished(workflowID string, _ engine.ExecutionStatus, d time.Duration) {
+	m.executeDur.WithLabelValues("workflow", "execute", workflowID).Observe(ms(d))
+}
+
+// StepFinished observes workflow_step_duration_ms.
+func (m *Metrics) StepFinished(workflowID, stepID string, d time.Duration) {
+	m.stepDur.WithLabelValues("workflow", "step", workflowID, stepID).Observe(ms(d))
+}
+
+// Error counts workflow_error_count.
+func (m *Metrics) Error(code string) {
+	domain, action := "workflow", "execute"
+	if parts := strings.SplitN(code, ".", 3); len(parts) == 3 {
+		domain, action = parts[0], parts[1]
+	}
+	m.errorCount.WithLabelValues(domain, action, code).Inc()
+}
+
+// Retry counts workflow_retry_count.
+func (m *Metrics) Retry(workflowID, stepID string) {
+	m.retryCount.WithLabelValues("workflow", "step", workflowID, stepID).Inc()
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// gauges reads the gauges from the database at scrape time.
+type gauges struct {
+	pool    *pgxpool.Pool
+	q       *dbsqlc.Queries
+	timeout time.Duration
+}
+
+var (
+	queueDepthDesc = prometheus.NewDesc("workflow_queue_depth",
+		"River jobs ready to run and not yet taken, by queue.", []string{"domain", "action", "queue"}, nil)
+	activeDesc = prometheus.NewDesc("workflow_active_executions",
+		"Pending, running and waiting executions, by tenant and status.", []string{"domain", "action", "tenant_id", "status"}, nil)
+	locksDesc = prometheus.NewDesc("baton_thread_locks_held",
+		"Threads whose lock an execution holds, by tenant.", []string{"tenant_id"}, nil)
+	outboxDesc = prometheus.NewDesc("baton_outbound_pending",
+		"Outbound messages waiting for delivery.", nil, nil)
+)
+
+// Describe sends the gauges' descriptors.
+func (g *gauges) Describe(ch chan<- *prometheus.Desc) {
+	ch <- queueDepthDesc
+	ch <- activeDesc
+	ch <- locksDesc
+	ch <- outboxDesc
+}
+
+// Collect queries the database with a short timeout.
+func (g *gauges) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), g.timeout)
+	defer cancel()
+	depth, err := g.q.MetricsQueueDepth(ctx, g.pool)
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(queueDepthDesc, err)
+	} else {
+		seen := map[string]bool{}
+		for _, r := range depth {
+			seen[r.Queue] = true
+			ch <- prometheus.MustNewConstMetric(queueDepthDesc, prometheus.GaugeValue, float64(r.Jobs), "workflow", "queue", r.Queue)
+		}
+		for _, queue := range []string{"high", "medium", "low"} { // seed 003's queues show even when empty
+			if !seen[queue] {
+				ch <- prometheus.MustNewConstMetric(queueDepthDesc, prometheus.GaugeValue, 0, "workflow", "queue", queue)
+			}
+		}
+	}
+	active, err := g.q.MetricsActiveExecutions(ctx, g.pool)
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(activeDesc, err)
+	} else {
+		for _, r := range active {
+			ch <- prometheus.MustNewConstMetric(activeDesc, prometheus.GaugeValue, float64(r.Executions), "workflow", "execute", r.TenantID, r.Status)
+		}
+	}
+	locks, err := g.q.MetricsThreadLocks(ctx, g.pool)
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(locksDesc, err)
+	} else {
+		for _, r := range locks {
+			ch <- prometheus.MustNewConstMetric(locksDesc, prometheus.GaugeValue, float64(r.Threads), r.TenantID)
+		}
+	}
+	pending, err := g.q.MetricsOutboundPending(ctx, g.pool)
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(outboxDesc, err)
+	} else {
+		ch <- prometheus.MustNewConstMetric(outboxDesc, prometheus.GaugeValue, float64(pending))
+	}
+}
