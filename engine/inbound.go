@@ -372,17 +372,18 @@ func (e *Engine) startSessionRun(ctx context.Context, tx pgx.Tx, s *sessionCtx, 
 
 // takeSteered hands the messages steered into a session run to it at a node
 // boundary (the start of a step), in the step's transaction: each is
-// appended to conversation_history and the last becomes lastResponse.
-func (e *Engine) takeSteered(ctx context.Context, tx pgx.Tx, row *dbsqlc.AgentExecution) error {
+// appended to conversation_history and the last becomes lastResponse. It
+// returns how many it handed over.
+func (e *Engine) takeSteered(ctx context.Context, tx pgx.Tx, row *dbsqlc.AgentExecution) (int, error) {
 	if row.SessionKey == nil {
-		return nil
+		return 0, nil
 	}
 	msgs, err := e.q.InboundTakeSteered(ctx, tx, row.ID)
 	if err != nil {
-		return fmt.Errorf("taking steered messages: %w", err)
+		return 0, fmt.Errorf("taking steered messages: %w", err)
 	}
 	if len(msgs) == 0 {
-		return nil
+		return 0, nil
 	}
 	vars := Variables{}
 	_ = jsonUnmarshal(row.Variables, &vars)
@@ -393,7 +394,7 @@ func (e *Engine) takeSteered(ctx context.Context, tx pgx.Tx, row *dbsqlc.AgentEx
 	}
 	row.Variables = mustJSON(vars)
 	if err := e.q.ExecutionAppendHistory(ctx, tx, &dbsqlc.ExecutionAppendHistoryParams{ID: row.ID, Entries: mustJSON(entries), Variables: row.Variables}); err != nil {
-		return fmt.Errorf("appending steered messages: %w", err)
+		return 0, fmt.Errorf("appending steered messages: %w", err)
 	}
-	return nil
+	return len(msgs), nil
 }

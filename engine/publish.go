@@ -62,6 +62,10 @@ type EventResult struct {
 	// Recorded lists executions that took the event but still wait: a
 	// document upload while other requested documents are missing.
 	Recorded []string `json:"recorded"`
+	// Inbound is the inbound router's answer to a MESSAGE_RECEIVED
+	// addressed to a thread only (resumed, started, steered, queued,
+	// dropped or command); nil otherwise.
+	Inbound *InboundResult `json:"inbound,omitempty"`
 	// Replayed is set when the event_id was seen before and this is the
 	// first answer again.
 	Replayed bool `json:"-"`
@@ -117,11 +121,19 @@ func (e *Engine) PublishEventTx(ctx context.Context, tx pgx.Tx, p PublishEventPa
 	if err != nil {
 		return nil, fmt.Errorf("claiming event %s: %w", p.EventID, err)
 	}
+	out := &EventResult{EventID: p.EventID, Resumed: []string{}, Buffered: []string{}, Recorded: []string{}}
+	if p.EventType == EventTypeMessageReceived && p.ExecutionID == "" && p.ThreadID != "" {
+		// A user's message on a thread: the inbound router decides (DESIGN.md,
+		// "Waits and events"), with the event_id as the message's id.
+		if err := e.routeMessageEvent(ctx, tx, p, out); err != nil {
+			return nil, err
+		}
+		return out, e.recordEventAnswer(ctx, tx, p, out)
+	}
 	targets, err := e.eventTargets(ctx, tx, p, waitingFor)
 	if err != nil {
 		return nil, err
 	}
-	out := &EventResult{EventID: p.EventID, Resumed: []string{}, Buffered: []string{}, Recorded: []string{}}
 	for _, row := range targets {
 		if row.Status == StatusRunning || row.Status == StatusPending {
 			if err := e.q.InboundEventBuffer(ctx, tx, &dbsqlc.InboundEventBufferParams{TenantID: p.TenantID, EventID: p.EventID, ExecutionID: row.ID}); err != nil {
@@ -140,12 +152,35 @@ func (e *Engine) PublishEventTx(ctx context.Context, tx pgx.Tx, p PublishEventPa
 			out.Recorded = append(out.Recorded, row.ExecutionID)
 		}
 	}
+	return out, e.recordEventAnswer(ctx, tx, p, out)
+}
+
+// recordEventAnswer stores the answer a repeated event_id replays.
+func (e *Engine) recordEventAnswer(ctx context.Context, tx pgx.Tx, p PublishEventParams, out *EventResult) error {
 	if err := e.q.InboundEventSetResponse(ctx, tx, &dbsqlc.InboundEventSetResponseParams{
 		TenantID: p.TenantID, EventID: p.EventID, Response: mustJSON(out),
 	}); err != nil {
-		return nil, fmt.Errorf("recording the answer of event %s: %w", p.EventID, err)
+		return fmt.Errorf("recording the answer of event %s: %w", p.EventID, err)
 	}
-	return out, nil
+	return nil
+}
+
+// routeMessageEvent hands a thread-addressed MESSAGE_RECEIVED to the inbound
+// router, as POST /threads/{id}/messages would, and reports a resumed run
+// under Resumed too.
+func (e *Engine) routeMessageEvent(ctx context.Context, tx pgx.Tx, p PublishEventParams, out *EventResult) error {
+	channel, _ := p.Data["channel"].(string)
+	res, err := e.ReceiveInboundTx(ctx, tx, InboundParams{
+		TenantID: p.TenantID, ThreadID: p.ThreadID, Text: renderText(p.Data["text"]), MessageID: p.EventID, Channel: channel,
+	})
+	if err != nil {
+		return err
+	}
+	out.Inbound = res
+	if res.Outcome == OutcomeResumed && res.ExecutionID != nil {
+		out.Resumed = append(out.Resumed, *res.ExecutionID)
+	}
+	return nil
 }
 
 func checkEventData(p PublishEventParams) error {

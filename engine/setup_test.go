@@ -44,6 +44,8 @@ type setupOpts struct {
 	secret     string
 	// laneLimits overrides lane limits.
 	laneLimits map[string]int
+	// queue is the global inbound queue configuration.
+	queue engine.QueueConfig
 }
 
 var tenantSeq atomic.Int64
@@ -60,7 +62,7 @@ func setup(t *testing.T, opts setupOpts) *testBundle {
 	}
 	channel := &engine.MemoryChannel{}
 	eng, err := engine.New(engine.Config{Pool: pool, Tools: tools, Channel: channel, LockTimeout: opts.lockTimeout, DeferFirstStep: opts.insertOnly || opts.deferFirstStep,
-		CallbackAllowHosts: opts.allowHosts, CallbackSecret: []byte(opts.secret), LaneLimits: opts.laneLimits})
+		CallbackAllowHosts: opts.allowHosts, CallbackSecret: []byte(opts.secret), LaneLimits: opts.laneLimits, Queue: opts.queue})
 	require.NoError(t, err)
 	client, err := jobs.NewClient(pool, jobs.Config{Engine: eng, InsertOnly: opts.insertOnly})
 	require.NoError(t, err)

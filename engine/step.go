@@ -83,11 +83,20 @@ func (e *Engine) RunStepAttempt(ctx context.Context, executionID, stepSeq int64,
 			return fmt.Errorf("locking execution %d: %w", executionID, err)
 		}
 		// Inbound messages steered into the run arrive at this boundary.
-		if err := e.takeSteered(ctx, tx, row); err != nil {
+		steered, err := e.takeSteered(ctx, tx, row)
+		if err != nil {
 			return err
 		}
 		run = newStepRun(e, tx, def, row)
 		run.thread = thread
+		if steered > 0 && pre != nil && e.tools.isLLM(deref(row.CurrentNodeID), def) {
+			// The model answered without the steered messages: its answer is
+			// discarded and the node runs again (DESIGN.md, "Steer").
+			run.events.add("workflow.steered", "info", deref(row.CurrentNodeID),
+				fmt.Sprintf("Discarding the answer of node %s: %d steered message(s) arrived during the call", deref(row.CurrentNodeID), steered),
+				map[string]any{"step_id": deref(row.CurrentNodeID), "steered": steered})
+			pre = nil
+		}
 		if err := run.advance(ctx, pre); err != nil {
 			return err
 		}

@@ -148,6 +148,17 @@ func (t *Tools) RegisterSpec(name string, spec ToolSpec) error {
 	return nil
 }
 
+// isLLM reports whether the node nodeID of def is a task calling an llm
+// tool.
+func (t *Tools) isLLM(nodeID string, def *Definition) bool {
+	node := def.Node(nodeID)
+	if node == nil || node.Type != NodeTask {
+		return false
+	}
+	rt, ok := t.get(node.Task)
+	return ok && rt.spec.Type == ToolTypeLLM
+}
+
 // HasTool reports whether a tool is registered under name.
 func (t *Tools) HasTool(name string) bool {
 	_, ok := t.get(name)
