@@ -17,7 +17,7 @@ import (
 	"github.com/batonrun/baton/jobs"
 )
 
-// Benchmarks of issues 3 and 4. They report latencies with b.ReportMetric
+// Benchmarks of issues 3, 4 and 5. They report latencies with b.ReportMetric
 // and are run by `make bench`; `make test` only compiles them.
 
 type benchBundle struct {
@@ -27,7 +27,17 @@ type benchBundle struct {
 	tenant  string
 }
 
+// benchLaneLimits let every benchmark run as many executions at once as it
+// starts: they measure the engine, not the lane limits (main 4 by default).
+var benchLaneLimits = map[string]int{engine.LaneMain: 10_000, engine.LaneSubagent: 10_000}
+
 func benchSetup(b *testing.B, tools map[string]engine.ToolFunc) *benchBundle {
+	b.Helper()
+	return benchSetupLanes(b, tools, benchLaneLimits)
+}
+
+// benchSetupLanes is benchSetup with the given lane limits.
+func benchSetupLanes(b *testing.B, tools map[string]engine.ToolFunc, limits map[string]int) *benchBundle {
 	b.Helper()
 	pool := pgtest.NewPool(b)
 	reg := engine.NewTools()
@@ -35,7 +45,7 @@ func benchSetup(b *testing.B, tools map[string]engine.ToolFunc) *benchBundle {
 		reg.Register(name, fn)
 	}
 	ch := &engine.MemoryChannel{}
-	eng, err := engine.New(engine.Config{Pool: pool, Tools: reg, Channel: ch})
+	eng, err := engine.New(engine.Config{Pool: pool, Tools: reg, Channel: ch, LaneLimits: limits})
 	benchNoError(b, err)
 	client, err := jobs.NewClient(pool, jobs.Config{Engine: eng})
 	benchNoError(b, err)

@@ -263,3 +263,62 @@ func setupLanes(t *testing.T, limits map[string]int, tools map[string]engine.Too
 	t.Helper()
 	return setup(t, setupOpts{tools: tools, laneLimits: limits})
 }
+
+// TestParentInFullMainWaitsForChildInSubagent: main holds one run at a time
+// and every main run triggers a child in subagent (limit 1) and waits for
+// it. A waiting parent frees its main slot, so the children run, the parents
+// resume in turn, and all of them end: no deadlock, and neither lane ever
+// runs more than its limit.
+func TestParentInFullMainWaitsForChildInSubagent(t *testing.T) {
+	t.Parallel()
+	b := setupLanes(t, map[string]int{"main": 1, "subagent": 1}, nil)
+	b.define(t, `{"workflow_id": "kid", "version": "1", "lane": "subagent", "nodes": [
+	  {"id": "start", "type": "start", "next": "set"},
+	  {"id": "set", "type": "action", "actionType": "set_variables", "parameters": {"values": {"answer": "listo {{n}}"}}, "next": "end"},
+	  {"id": "end", "type": "end", "result": {"summary": "ok"}}]}`)
+	b.define(t, `{"workflow_id": "boss", "version": "1", "nodes": [
+	  {"id": "start", "type": "start", "next": "kid"},
+	  {"id": "kid", "type": "action", "actionType": "trigger_agent", "parameters": {"workflow_id": "kid", "waitForCompletion": true, "timeout": "1m", "input": {"n": "{{n}}"}}, "next": "end"},
+	  {"id": "end", "type": "end", "result": {"summary": "ok"}}]}`)
+
+	stop := make(chan struct{})
+	sampled := make(chan map[string]int, 1)
+	go func() {
+		peak := map[string]int{}
+		for {
+			select {
+			case <-stop:
+				sampled <- peak
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+			rows, err := b.pool.Query(context.Background(), `SELECT lane, count(*) FROM agent_execution WHERE tenant_id = $1 AND status = 'running' GROUP BY lane`, b.tenant)
+			if err != nil {
+				continue
+			}
+			for rows.Next() {
+				var lane string
+				var n int
+				if rows.Scan(&lane, &n) == nil && n > peak[lane] {
+					peak[lane] = n
+				}
+			}
+			rows.Close()
+		}
+	}()
+	var parents []string
+	for i := range 6 {
+		parents = append(parents, b.start(t, engine.StartParams{WorkflowID: "boss", Input: map[string]any{"n": i}}).ExecutionID)
+	}
+	for i, id := range parents {
+		x := b.waitFor(t, id, terminal)
+		require.Equal(t, engine.StatusCompleted, x.Status, id)
+		require.Equal(t, fmt.Sprintf("listo %d", i), x.Variables["answer"])
+		require.Equal(t, true, x.Variables["childExecutionSuccess"])
+	}
+	close(stop)
+	peak := <-sampled
+	require.LessOrEqual(t, peak["main"], 1)
+	require.LessOrEqual(t, peak["subagent"], 1)
+	require.Equal(t, 6, countRows(t, b.pool, `SELECT count(*) FROM agent_execution WHERE tenant_id = $1 AND lane = 'subagent' AND status = 'completed'`, b.tenant))
+}

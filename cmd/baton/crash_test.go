@@ -128,6 +128,12 @@ func crashFlows() []string {
 		flow("midstep", `{"id": "mid", "type": "task", "task": "slow", "inputs": {"n": "{{n}}"}, "next": "bye"}`, "despues"),
 		flow("waitlong", `{"id": "mid", "type": "action", "actionType": "wait_for_event", "parameters": {"event_id": "ev", "timeout": "1h"}, "next": "bye"}`, "adios"),
 		flow("waitshort", `{"id": "mid", "type": "action", "actionType": "wait_for_event", "parameters": {"event_id": "ev", "timeout": "40s", "onTimeout": "continue"}, "next": "bye"}`, "tarde"),
+		// chat is a thread's default workflow: inbound messages start it.
+		`{"workflow_id": "chat", "version": "1", "nodes": [
+		  {"id": "start", "type": "start", "next": "think"},
+		  {"id": "think", "type": "task", "task": "slow", "inputs": {"n": "chat {{lastResponse}}"}, "next": "reply"},
+		  {"id": "reply", "type": "action", "actionType": "send_message", "parameters": {"message": "re: {{lastResponse}}"}, "next": "end"},
+		  {"id": "end", "type": "end", "result": {"summary": "ok"}}]}`,
 	}
 }
 
@@ -136,6 +142,10 @@ func crashFlows() []string {
 // and 20 are mid-step (their tool call in flight). A new server finishes all
 // 220: each execution's two messages exist exactly once and were delivered
 // exactly once, and each interrupted tool call was made once more.
+//
+// Issue 5: at the same moment 5 chat sessions each have a run mid-step and
+// two inbound messages queued behind it (collect). After the restart every
+// queued message is answered, once, by one collected run per session.
 //
 // A step whose worker died is only rescued by River once it has run longer
 // than --rescue-after, which must be over the 60 s step timeout: with the
@@ -150,6 +160,7 @@ func TestSIGKILLWithWaitingAndMidStepExecutions(t *testing.T) {
 		waitLong  = 150
 		waitShort = 50
 		total     = midStep + waitLong + waitShort
+		chats     = 5
 	)
 	var (
 		released atomic.Bool
@@ -220,11 +231,23 @@ func TestSIGKILLWithWaitingAndMidStepExecutions(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+	chat := func(k int) string { return fmt.Sprintf("chat-%d", k) }
+	for k := range chats {
+		status, body := first.post(t, "/api/v1/threads", map[string]any{"thread_id": chat(k), "channel": "whatsapp", "contact": chat(k),
+			"default_workflow_id": "chat", "queue": map[string]any{"mode": "collect", "debounce_ms": 0}})
+		require.Equal(t, http.StatusCreated, status, "%s", body)
+		for i, text := range []string{"hola", "uno", "dos"} {
+			status, body := first.post(t, "/api/v1/threads/"+chat(k)+"/messages", map[string]any{"text": fmt.Sprintf("%s %d", text, k), "message_id": fmt.Sprintf("%s-%d", chat(k), i)})
+			require.Equal(t, http.StatusAccepted, status, "%s", body)
+			want := map[bool]string{true: "started", false: "queued"}[i == 0]
+			require.Contains(t, string(body), `"outcome":"`+want+`"`)
+		}
+	}
 
 	// Quiet point: every tool call in flight, every wait entered, every
 	// first message delivered.
 	require.Eventually(t, func() bool {
-		return entered.Load() == midStep &&
+		return entered.Load() == midStep+chats &&
 			count(`SELECT count(*) FROM agent_execution WHERE status = 'waiting'`) == waitLong+waitShort &&
 			count(`SELECT count(*) FROM thread_message WHERE direction = 'out' AND status = 'delivered'`) == total
 	}, 60*time.Second, 50*time.Millisecond, "entered %d", entered.Load())
@@ -239,15 +262,17 @@ func TestSIGKILLWithWaitingAndMidStepExecutions(t *testing.T) {
 		require.Equal(t, http.StatusAccepted, status, "%s", body)
 	}
 	require.Eventually(t, func() bool {
-		return count(`SELECT count(*) FROM agent_execution WHERE status = 'completed'`) == total &&
-			count(`SELECT count(*) FROM thread_message WHERE direction = 'out' AND status = 'delivered'`) == 2*total
+		return count(`SELECT count(*) FROM agent_execution WHERE status = 'completed'`) == total+2*chats &&
+			count(`SELECT count(*) FROM thread_message WHERE direction = 'out' AND status = 'delivered'`) == 2*total+2*chats
 	}, 150*time.Second, 200*time.Millisecond, "completed %d of %d",
-		count(`SELECT count(*) FROM agent_execution WHERE status = 'completed'`), total)
+		count(`SELECT count(*) FROM agent_execution WHERE status = 'completed'`), total+2*chats)
 
 	// Each execution ended the way its kind says.
 	require.Equal(t, waitShort, count(`SELECT count(*) FROM agent_execution WHERE workflow_id = 'waitshort' AND (variables->>'timedOut')::boolean`))
 	require.Equal(t, waitLong, count(`SELECT count(*) FROM agent_execution WHERE workflow_id = 'waitlong' AND NOT (variables->>'timedOut')::boolean`))
-	require.Equal(t, total, count(`SELECT count(*) FROM execution_event WHERE action = 'workflow.completed'`), "one completion per execution")
+	require.Equal(t, total+2*chats, count(`SELECT count(*) FROM execution_event WHERE action = 'workflow.completed'`), "one completion per execution")
+	require.Equal(t, 3*chats, count(`SELECT count(*) FROM thread_message WHERE direction = 'in' AND status = 'consumed'`), "every inbound message answered")
+	require.Equal(t, 3*chats, count(`SELECT count(*) FROM thread_message WHERE direction = 'in'`))
 
 	// Every outbound message exists exactly once, with the expected text.
 	rows, err := pool.Query(context.Background(), `
@@ -264,11 +289,30 @@ func TestSIGKILLWithWaitingAndMidStepExecutions(t *testing.T) {
 		ids[id] = true
 	}
 	require.NoError(t, rows.Err())
-	require.Len(t, bodies, total)
+	require.Len(t, bodies, total+2*chats)
 	after := map[string]string{"midstep": "despues", "waitlong": "adios", "waitshort": "tarde"}
 	for i := range total {
 		id := fmt.Sprintf("%s-%03d", kind(i), i)
 		require.Equal(t, []string{"antes " + id, after[kind(i)] + " " + id}, bodies[id])
+	}
+	// Each chat thread: the interrupted run's answer, then one collected
+	// run's answer to both queued messages, in that order.
+	for k := range chats {
+		rows, err := pool.Query(context.Background(), `
+			SELECT m.body FROM thread_message m JOIN thread th ON th.id = m.thread_id
+			WHERE th.thread_id = $1 AND m.direction = 'out' ORDER BY m.delivery_seq, m.id`, chat(k))
+		require.NoError(t, err)
+		var got []string
+		for rows.Next() {
+			var body string
+			require.NoError(t, rows.Scan(&body))
+			got = append(got, body)
+		}
+		require.NoError(t, rows.Err())
+		require.Equal(t, []string{
+			fmt.Sprintf("re: hola %d", k),
+			fmt.Sprintf("re: [Queued messages while agent was busy]\n\n---\nQueued #1\nuno %d\n\n---\nQueued #2\ndos %d", k, k),
+		}, got)
 	}
 
 	// Every message was delivered exactly once across both processes: the
@@ -277,7 +321,7 @@ func TestSIGKILLWithWaitingAndMidStepExecutions(t *testing.T) {
 	for id, n := range second.deliveredIDs() {
 		delivered[id] += n
 	}
-	require.Len(t, delivered, 2*total)
+	require.Len(t, delivered, 2*total+2*chats)
 	for id, n := range delivered {
 		require.True(t, ids[id], "delivered message %d is not in the outbox", id)
 		require.Equal(t, 1, n, "message %d delivered %d times", id, n)
@@ -286,9 +330,9 @@ func TestSIGKILLWithWaitingAndMidStepExecutions(t *testing.T) {
 	// Each interrupted tool call was made again exactly once.
 	mu.Lock()
 	defer mu.Unlock()
-	require.Len(t, calls, midStep)
+	require.Len(t, calls, midStep+2*chats)
 	for n, c := range calls {
 		require.Equal(t, 1, c, "tool called %d times for %s after the restart", c, n)
-		require.True(t, strings.HasPrefix(n, "midstep-"))
+		require.True(t, strings.HasPrefix(n, "midstep-") || strings.HasPrefix(n, "chat "), n)
 	}
 }
