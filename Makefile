@@ -22,8 +22,9 @@ generate:
 build:
 	go build -o bin/baton ./cmd/baton
 
-# Benchmarks of issues 3 and 4 (resume latency, timeout lateness, thread
-# throughput and turn wait). Not part of `make test`, which only compiles them.
+# Benchmarks of issues 3, 4 and 5 (resume latency, timeout lateness, thread
+# throughput and turn wait, inbound reply and lane admission). Not part of
+# `make test`, which only compiles them.
 bench:
-	go test -run '^$$' -bench 'ResumeLatency|TimeoutLateness|HotThread' -benchtime 100x -timeout 30m ./engine/
+	go test -run '^$$' -bench 'ResumeLatency|TimeoutLateness|HotThread|InboundReply|AdmissionWhenSlotFrees' -benchtime 100x -timeout 30m ./engine/
 	go test -run '^$$' -bench 'ManyThreads' -benchtime 1x -timeout 30m ./engine/

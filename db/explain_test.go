@@ -214,6 +214,23 @@ func TestHotQueriesUseIndexes(t *testing.T) {
 		{"DefinitionListLatest", func(r *recorder) {
 			_, _ = q.DefinitionListLatest(ctx, r, &dbsqlc.DefinitionListLatestParams{TenantID: "t42", AfterWorkflowID: "", Max: 50})
 		}},
+		// Lanes and the inbound router (issue 5).
+		{"LaneCountRunning", func(r *recorder) { _, _ = q.LaneCountRunning(ctx, r, "main") }},
+		{"LanePendingCandidates", func(r *recorder) {
+			_, _ = q.LanePendingCandidates(ctx, r, &dbsqlc.LanePendingCandidatesParams{Lane: "main", Max: 36})
+		}},
+		{"SessionCountRunning", func(r *recorder) {
+			_, _ = q.SessionCountRunning(ctx, r, &dbsqlc.SessionCountRunningParams{TenantID: "t42", SessionKey: "session:thread-42"})
+		}},
+		{"SessionActiveRun", func(r *recorder) {
+			_, _ = q.SessionActiveRun(ctx, r, &dbsqlc.SessionActiveRunParams{TenantID: "t42", SessionKey: "session:thread-42"})
+		}},
+		{"InboundGetByExternalID", func(r *recorder) {
+			_, _ = q.InboundGetByExternalID(ctx, r, &dbsqlc.InboundGetByExternalIDParams{ThreadID: 54300, ExternalID: "m-1"})
+		}},
+		{"InboundListReceived", func(r *recorder) { _, _ = q.InboundListReceived(ctx, r, 54300) }},
+		{"InboundCountReceived", func(r *recorder) { _, _ = q.InboundCountReceived(ctx, r, 54300) }},
+		{"InboundTakeSteered", func(r *recorder) { _, _ = q.InboundTakeSteered(ctx, r, 54321) }},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { explainUsesIndexes(t, pool, c.name, c.call) })

@@ -156,8 +156,10 @@ type admission struct {
 // admitLocked admits pending executions of a lane whose row the caller
 // holds, oldest first (resumed ones ahead), while the lane has room and
 // each candidate's session is free. waitSession says the caller took its
-// locks in order and may wait for session rows.
-func (e *Engine) admitLocked(ctx context.Context, tx pgx.Tx, l *dbsqlc.Lane, waitSession bool) (admission, error) {
+// locks in order and may wait for session rows. The execution whose id is
+// inline, if admitted, gets no step job: its caller runs its first step in
+// this transaction.
+func (e *Engine) admitLocked(ctx context.Context, tx pgx.Tx, l *dbsqlc.Lane, waitSession bool, inline int64) (admission, error) {
 	var out admission
 	running, err := e.q.LaneCountRunning(ctx, tx, l.Name)
 	if err != nil {
@@ -200,8 +202,10 @@ func (e *Engine) admitLocked(ctx context.Context, tx pgx.Tx, l *dbsqlc.Lane, wai
 		if err != nil {
 			return out, fmt.Errorf("admitting execution %s: %w", c.ExecutionID, err)
 		}
-		if err := e.startAdmitted(ctx, tx, row, c.QueuedAt); err != nil {
-			return out, err
+		if row.ID != inline {
+			if err := e.startAdmitted(ctx, tx, row, c.QueuedAt); err != nil {
+				return out, err
+			}
 		}
 		out.admitted = append(out.admitted, row)
 		free--
@@ -249,7 +253,7 @@ func (e *Engine) startAdmitted(ctx context.Context, tx pgx.Tx, row *dbsqlc.Agent
 // admitSoon runs admission for a lane from a transaction that may hold
 // thread and execution rows: inline when the lane row is free, else through
 // a lane.dispatch job (see the lock-order note above).
-func (e *Engine) admitSoon(ctx context.Context, tx pgx.Tx, lane string) error {
+func (e *Engine) admitSoon(ctx context.Context, tx pgx.Tx, lane string, inline int64) error {
 	l, ok, err := e.lockLane(ctx, tx, "", lane, false)
 	if err != nil {
 		return err
@@ -257,7 +261,7 @@ func (e *Engine) admitSoon(ctx context.Context, tx pgx.Tx, lane string) error {
 	if !ok {
 		return e.insertDispatch(ctx, tx, lane)
 	}
-	res, err := e.admitLocked(ctx, tx, l, false)
+	res, err := e.admitLocked(ctx, tx, l, false, inline)
 	if err != nil {
 		return err
 	}
@@ -296,7 +300,7 @@ func (e *Engine) DispatchLane(ctx context.Context, lane string, complete Complet
 		if err != nil {
 			return err
 		}
-		if _, err := e.admitLocked(ctx, tx, l, true); err != nil {
+		if _, err := e.admitLocked(ctx, tx, l, true, 0); err != nil {
 			return err
 		}
 		if err := e.q.LaneDisarmDispatch(ctx, tx, lane); err != nil {
@@ -335,8 +339,14 @@ func (e *Engine) SweepLanes(ctx context.Context) error {
 // enterLane puts a new pending execution through admission (StartExecution):
 // it is admitted at once when its lane has room and it is the oldest
 // eligible, and stays pending otherwise. It returns the row as it stands.
-func (e *Engine) enterLane(ctx context.Context, tx pgx.Tx, row *dbsqlc.AgentExecution) (*dbsqlc.AgentExecution, error) {
-	if err := e.admitSoon(ctx, tx, row.Lane); err != nil {
+// With inline, an admitted execution gets no step job: the caller runs its
+// first step in tx.
+func (e *Engine) enterLane(ctx context.Context, tx pgx.Tx, row *dbsqlc.AgentExecution, inline bool) (*dbsqlc.AgentExecution, error) {
+	var inlineID int64
+	if inline {
+		inlineID = row.ID
+	}
+	if err := e.admitSoon(ctx, tx, row.Lane, inlineID); err != nil {
 		return nil, err
 	}
 	out, err := e.q.ExecutionGetByID(ctx, tx, row.ID)
@@ -400,7 +410,7 @@ func (e *Engine) admitResumed(ctx context.Context, tx pgx.Tx, row *dbsqlc.AgentE
 // (finalize, entering a wait): it admits the lane's next runs and hands the
 // session's inbound work on.
 func (e *Engine) slotFreed(ctx context.Context, tx pgx.Tx, row *dbsqlc.AgentExecution) error {
-	if err := e.admitSoon(ctx, tx, row.Lane); err != nil {
+	if err := e.admitSoon(ctx, tx, row.Lane, 0); err != nil {
 		return err
 	}
 	if row.SessionKey != nil {

@@ -57,6 +57,14 @@ type StartParams struct {
 	// ("session:<thread key>", limit 1) besides its lane; runs started by
 	// inbound messages have one.
 	SessionKey string
+	// LaneFirst says tx holds no lane, thread or execution row yet (an API
+	// request's own transaction): the start then waits for its lane's row
+	// first, in lock order (DESIGN.md, "Lock order"), and is admitted in
+	// its own transaction, instead of trying the row after its thread's
+	// and, when another transaction holds it, staying pending for a
+	// lane.dispatch job. Under concurrent starts that turns a job hop per
+	// start into a short wait.
+	LaneFirst bool
 }
 
 // StartExecution creates an execution and starts it, in tx: the execution
@@ -81,10 +89,6 @@ func (e *Engine) StartExecution(ctx context.Context, tx pgx.Tx, p StartParams) (
 	if threadKey == "" {
 		threadKey = "implicit:" + p.ExecutionID
 	}
-	thread, err := e.q.ThreadEnsure(ctx, tx, &dbsqlc.ThreadEnsureParams{TenantID: p.TenantID, ThreadID: threadKey, Channel: "api", Contact: threadKey})
-	if err != nil {
-		return nil, fmt.Errorf("ensuring thread %s: %w", threadKey, err)
-	}
 	// A child's lane is the trigger_agent parameter, else its definition's,
 	// else subagent; an API-started run's is the payload's, else the
 	// definition's, else main (DESIGN.md, "Decisions: Lanes").
@@ -97,6 +101,15 @@ func (e *Engine) StartExecution(ctx context.Context, tx pgx.Tx, p StartParams) (
 		if p.ParentExecutionID != 0 {
 			lane = "subagent"
 		}
+	}
+	if p.LaneFirst {
+		if _, _, err := e.lockLane(ctx, tx, "", lane, true); err != nil {
+			return nil, err
+		}
+	}
+	thread, err := e.q.ThreadEnsure(ctx, tx, &dbsqlc.ThreadEnsureParams{TenantID: p.TenantID, ThreadID: threadKey, Channel: "api", Contact: threadKey})
+	if err != nil {
+		return nil, fmt.Errorf("ensuring thread %s: %w", threadKey, err)
 	}
 	var parent, eventData = (*int64)(nil), json.RawMessage(nil)
 	if p.ParentExecutionID != 0 {
@@ -151,19 +164,20 @@ func (e *Engine) StartExecution(ctx context.Context, tx pgx.Tx, p StartParams) (
 		"execution_id", row.ExecutionID, "thread_id", threadKey, "tenant_id", p.TenantID,
 		"correlation_id", p.CorrelationID, "workflow_id", def.WorkflowID)
 	// New work is pending until its lane admits it (engine/lane.go);
-	// admission enqueues the first step of what it admits.
-	if row, err = e.enterLane(ctx, tx, row); err != nil {
+	// admission enqueues the first step of what it admits, except this
+	// execution's when it runs inline below. A child starts in its own step:
+	// its parent must be waiting for it before it can end.
+	inline := p.ParentExecutionID == 0 && !e.cfg.DeferFirstStep
+	if row, err = e.enterLane(ctx, tx, row, inline); err != nil {
 		return nil, err
 	}
-	if row.Status != StatusRunning || p.ParentExecutionID != 0 || e.cfg.DeferFirstStep {
-		// A child starts in its own step: its parent must be waiting for it
-		// before it can end.
+	if row.Status != StatusRunning || !inline {
 		return executionFromRow(row, threadKey, nil, nil), nil
 	}
 	// Admitted at once: the first step runs in the start transaction, up to
-	// the first wait, tool call or end (the step job admission enqueued
-	// finds its checkpoint gone and does nothing). The thread row is already
-	// ours from ThreadEnsure.
+	// the first wait, tool call or end, and enqueues the next step itself if
+	// it stops at a tool call. The thread row is already ours from
+	// ThreadEnsure.
 	run := newStepRun(e, tx, def.Definition, row)
 	run.thread = thread
 	if err := run.advance(ctx, nil); err != nil {

@@ -54,6 +54,8 @@ type benchRow struct {
 	// Ratio is the figure against its floor, when it has one.
 	Ratio  float64 `json:"ratio,omitempty"`
 	Target string  `json:"target,omitempty"`
+	// Met says whether the figure meets its target; nil without a target.
+	Met *bool `json:"met,omitempty"`
 	// Measured is false for the rows that need features not built yet.
 	Measured bool `json:"measured"`
 }
@@ -206,6 +208,7 @@ func (b *bencher) run(ctx context.Context) ([]benchRow, error) {
 		}
 		if i == 0 {
 			row.Target = "≥ 0.50× (a)"
+			row.Met = verdict(row.Ratio >= 0.5)
 		}
 		rows = append(rows, row)
 	}
@@ -225,6 +228,7 @@ func (b *bencher) run(ctx context.Context) ([]benchRow, error) {
 			Figure: "(c)", What: "resume round trip (event accepted → next node done)",
 			Value: float64(resumes.percentile(0.5).Microseconds()) / 1000, Unit: "ms p50", Measured: true,
 			Target: "p50 ≤ 10ms, p99 ≤ 50ms",
+			Met:    verdict(resumes.percentile(0.5) <= 10*time.Millisecond && resumes.percentile(0.99) <= 50*time.Millisecond),
 			Detail: fmt.Sprintf("%d resumes one at a time; p50 %s p99 %s", len(resumes), fmtMs(resumes.percentile(0.5)), fmtMs(resumes.percentile(0.99))),
 		},
 		benchRow{
@@ -243,7 +247,7 @@ func (b *bencher) run(ctx context.Context) ([]benchRow, error) {
 		rows = append(rows, benchRow{
 			Figure: "(e)", What: fmt.Sprintf("Baton node-steps/s at concurrency %d vs. the limit", baton[0].concurrency),
 			Value: steps, Unit: "node-steps/s", Measured: true, Ratio: steps / commits.perSecond,
-			Target: "≥ 0.25× limit",
+			Target: "≥ 0.25× limit", Met: verdict(steps/commits.perSecond >= 0.25),
 			Detail: fmt.Sprintf("%.2f× the commit-rate limit", steps/commits.perSecond),
 		})
 	}
@@ -268,7 +272,16 @@ func printBenchTable(w io.Writer, r benchReport, kept bool) {
 		if target == "" {
 			target = "-"
 		} else if row.Measured {
-			target += fmt.Sprintf(" (%.2f)", row.Ratio)
+			var notes []string
+			if row.Ratio != 0 {
+				notes = append(notes, fmt.Sprintf("%.2f", row.Ratio))
+			}
+			if row.Met != nil {
+				notes = append(notes, map[bool]string{true: "met", false: "missed"}[*row.Met])
+			}
+			if len(notes) > 0 {
+				target += " (" + strings.Join(notes, ", ") + ")"
+			}
 		}
 		unit := row.Unit
 		if unit == "" {
@@ -278,6 +291,8 @@ func printBenchTable(w io.Writer, r benchReport, kept bool) {
 	}
 	_ = tw.Flush()
 }
+
+func verdict(ok bool) *bool { return &ok }
 
 func fmtMs(d time.Duration) string {
 	return fmt.Sprintf("%.1fms", float64(d)/float64(time.Millisecond))

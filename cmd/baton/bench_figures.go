@@ -49,9 +49,7 @@ INSERT INTO bench_commit (id) SELECT generate_series(1, 1000)`
 	sqlCommitUpdate = `UPDATE bench_commit SET n = n + 1 WHERE id = $1`
 	sqlTerminal     = `SELECT id FROM agent_execution WHERE id = ANY($1::bigint[]) AND status IN ('completed', 'failed', 'timeout', 'cancelled')`
 	sqlWindowStats  = `SELECT count(*) FILTER (WHERE status = 'completed'),
-       count(*) FILTER (WHERE status <> 'completed' OR cardinality(node_path) <> $3),
-       coalesce(percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM completed_at - created_at)::float8), 0),
-       coalesce(percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM completed_at - created_at)::float8), 0)
+       count(*) FILTER (WHERE status <> 'completed' OR cardinality(node_path) <> $3)
 FROM agent_execution WHERE completed_at >= $1 AND completed_at < $2`
 	sqlLiveJobs = `SELECT count(*) FROM river_job WHERE state NOT IN ('completed', 'discarded', 'cancelled')`
 	sqlCommits  = `SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()`
@@ -230,21 +228,11 @@ type batonRun struct {
 // batonRuns is figure (b): the bench workflow started through the engine,
 // closed loop, at each concurrency.
 func (b *bencher) batonRuns(ctx context.Context) ([]batonRun, error) {
-	eng, err := engine.New(engine.Config{Pool: b.pool})
+	eng, client, err := b.batonEngine(ctx, benchWorkflow)
 	if err != nil {
 		return nil, err
-	}
-	client, err := jobs.NewClient(b.pool, b.jobsConfig(eng))
-	if err != nil {
-		return nil, err
-	}
-	if err := client.Start(ctx); err != nil {
-		return nil, fmt.Errorf("starting River: %w", err)
 	}
 	defer stopClient(ctx, client)
-	if _, _, err := eng.DefineWorkflow(ctx, b.pool, benchTenant, []byte(benchWorkflow)); err != nil {
-		return nil, fmt.Errorf("storing the bench workflow: %w", err)
-	}
 	if b.cfg.cpuProfile != "" {
 		f, err := os.Create(b.cfg.cpuProfile)
 		if err != nil {
@@ -275,14 +263,20 @@ func (b *bencher) batonRun(ctx context.Context, eng *engine.Engine, concurrency 
 	var wg sync.WaitGroup
 	errs := make([]error, concurrency+1)
 	wg.Go(func() { errs[concurrency] = w.poll(runCtx) })
+	// Each client's start call → its execution seen terminal, by the
+	// client's clock (the database's timestamps cannot tell: a run that ends
+	// in its start transaction has created_at = completed_at).
+	type sample struct{ began, ended time.Time }
+	samples := make([][]sample, concurrency)
 	for i := range concurrency {
 		wg.Go(func() {
 			input := map[string]any{"name": "Ana", "visits": 2}
 			for runCtx.Err() == nil {
 				var x *engine.Execution
+				began := time.Now()
 				err := eng.WithTx(runCtx, func(tx pgx.Tx) error {
 					var err error
-					x, err = eng.StartExecution(runCtx, tx, engine.StartParams{TenantID: benchTenant, WorkflowID: "bench", Input: input, Priority: 5})
+					x, err = eng.StartExecution(runCtx, tx, engine.StartParams{TenantID: benchTenant, WorkflowID: "bench", Input: input, Priority: 5, LaneFirst: true})
 					return err
 				})
 				if err != nil {
@@ -294,13 +288,14 @@ func (b *bencher) batonRun(ctx context.Context, eng *engine.Engine, concurrency 
 				}
 				select {
 				case <-w.wait(x.ID):
+					samples[i] = append(samples[i], sample{began, time.Now()})
 				case <-runCtx.Done():
 					return
 				}
 			}
 		})
 	}
-	var t0, t1 time.Time
+	var t0, t1, g0, g1 time.Time
 	var x0, x1, p0, p1 int64
 	err := sleepCtx(runCtx, b.cfg.warmup)
 	if err == nil {
@@ -308,12 +303,14 @@ func (b *bencher) batonRun(ctx context.Context, eng *engine.Engine, concurrency 
 		x0, err = b.commits(runCtx)
 	}
 	if err == nil {
+		g0 = time.Now()
 		err = b.pool.QueryRow(runCtx, "SELECT clock_timestamp()").Scan(&t0)
 	}
 	if err == nil {
 		err = sleepCtx(runCtx, b.cfg.duration)
 	}
 	if err == nil {
+		g1 = time.Now()
 		err = b.pool.QueryRow(runCtx, "SELECT clock_timestamp()").Scan(&t1)
 	}
 	if err == nil {
@@ -329,16 +326,23 @@ func (b *bencher) batonRun(ctx context.Context, eng *engine.Engine, concurrency 
 		return batonRun{}, err
 	}
 	var completed, bad int64
-	var p50, p99 float64
-	if err := b.pool.QueryRow(ctx, sqlWindowStats, t0, t1, benchNodes).Scan(&completed, &bad, &p50, &p99); err != nil {
+	if err := b.pool.QueryRow(ctx, sqlWindowStats, t0, t1, benchNodes).Scan(&completed, &bad); err != nil {
 		return batonRun{}, fmt.Errorf("measuring the window: %w", err)
+	}
+	var lat latencies
+	for _, ss := range samples {
+		for _, smp := range ss {
+			if !smp.ended.Before(g0) && smp.ended.Before(g1) {
+				lat = append(lat, smp.ended.Sub(smp.began))
+			}
+		}
 	}
 	if bad > 0 {
 		return batonRun{}, fmt.Errorf("%d executions ended in the window without completing all %d nodes", bad, benchNodes)
 	}
 	return batonRun{
 		concurrency: concurrency, count: completed, perSecond: float64(completed) / t1.Sub(t0).Seconds(),
-		p50: time.Duration(p50 * float64(time.Second)), p99: time.Duration(p99 * float64(time.Second)),
+		p50: lat.percentile(0.50), p99: lat.percentile(0.99),
 		txPer: float64(x1-x0-(p1-p0)-2) / float64(max(completed, 1)),
 	}, nil
 }
