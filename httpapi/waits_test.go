@@ -196,3 +196,82 @@ func TestMonitorExecutions(t *testing.T) {
 	r = b.do(t, call{method: http.MethodGet, path: "/api/v1/monitor/executions/waiting", tenant: &other, token: &otherTok})
 	require.Empty(t, r.data()["items"])
 }
+
+// Waits with no timeout get DESIGN.md's default for their type (response
+// 24h, document/signature/test/event 7d), and a delay through the API
+// waits for its duration and continues through SCHEDULE_REACHED.
+func TestDefaultTimeoutsAndDelayThroughTheAPI(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	defaults := map[string]struct {
+		node string
+		want time.Duration
+	}{
+		"d-resp":  {`{"id": "w", "type": "action", "actionType": "wait_for_response", "next": "end"}`, 24 * time.Hour},
+		"d-docs":  {`{"id": "w", "type": "action", "actionType": "request_document", "parameters": {"documents": ["INE"]}, "next": "end"}`, 7 * 24 * time.Hour},
+		"d-sign":  {`{"id": "w", "type": "action", "actionType": "request_signature", "parameters": {"document_url": "https://x/c.pdf"}, "next": "end"}`, 7 * 24 * time.Hour},
+		"d-test":  {`{"id": "w", "type": "action", "actionType": "assign_test", "parameters": {"test_id": "T-1"}, "next": "end"}`, 7 * 24 * time.Hour},
+		"d-event": {`{"id": "w", "type": "action", "actionType": "wait_for_event", "parameters": {"event_id": "e"}, "next": "end"}`, 7 * 24 * time.Hour},
+	}
+	for id, c := range defaults {
+		b.define(t, waitFlow(id, c.node))
+		before := time.Now()
+		x := b.startWaiting(t, id, "x-"+id)
+		until, err := time.Parse(time.RFC3339Nano, x["waiting"].(map[string]any)["waiting_until"].(string))
+		require.NoError(t, err)
+		require.WithinDuration(t, before.Add(c.want), until, time.Minute, id)
+	}
+
+	b.define(t, waitFlow("nap", `{"id": "w", "type": "action", "actionType": "delay", "parameters": {"duration": "1s"}, "next": "end"}`))
+	began := time.Now()
+	x := b.startWaiting(t, "nap", "x-nap")
+	require.Equal(t, "delay", x["waiting"].(map[string]any)["waiting_for"])
+	done := b.waitTerminal(t, "x-nap")
+	require.Equal(t, "completed", done["status"])
+	require.GreaterOrEqual(t, time.Since(began), time.Second, "a delay never ends early")
+	r := b.do(t, call{method: http.MethodGet, path: "/api/v1/workflow/executions/x-nap/logs"})
+	require.Equal(t, http.StatusOK, r.status)
+	require.Contains(t, string(r.raw), "SCHEDULE_REACHED")
+}
+
+// POST /threads/{id}/messages resumes a run waiting for a response on the
+// thread, starts a run of the thread's default workflow when nothing waits,
+// and replays its answer for a repeated message_id.
+func TestThreadInboundThroughTheAPI(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	b.define(t, waitFlow("asker", `{"id": "w", "type": "action", "actionType": "wait_for_response", "parameters": {"timeout": "1h"}, "next": "end"}`))
+	b.define(t, `{"workflow_id": "echo", "version": "1", "nodes": [
+	  {"id": "start", "type": "start", "next": "reply"},
+	  {"id": "reply", "type": "action", "actionType": "send_message", "parameters": {"message": "re: {{lastResponse}}"}, "next": "end"},
+	  {"id": "end", "type": "end"}]}`)
+	r := b.do(t, call{method: http.MethodPost, path: "/api/v1/threads", body: envelope(map[string]any{
+		"thread_id": "th-x-ask", "channel": "whatsapp", "contact": "+5215550002", "default_workflow_id": "echo"})})
+	require.Equal(t, http.StatusCreated, r.status, "%s", r.raw)
+	b.startWaiting(t, "asker", "x-ask")
+
+	inbound := func(text, id string) *response {
+		r := b.do(t, call{method: http.MethodPost, path: "/api/v1/threads/th-x-ask/messages", body: envelope(map[string]any{"text": text, "message_id": id})})
+		require.Equal(t, http.StatusAccepted, r.status, "%s", r.raw)
+		return r
+	}
+	r = inbound("Soy María", "wa-1")
+	require.Equal(t, "resumed", r.data()["outcome"])
+	require.Equal(t, "x-ask", r.data()["execution_id"])
+	require.Equal(t, "Soy María", b.waitTerminal(t, "x-ask")["variables"].(map[string]any)["lastResponse"])
+	require.Equal(t, r.data(), inbound("Soy María", "wa-1").data(), "a repeated message_id replays the answer")
+
+	r = inbound("¿sigues ahí?", "wa-2")
+	require.Equal(t, "started", r.data()["outcome"])
+	started := r.data()["execution_id"].(string)
+	require.Equal(t, "completed", b.waitTerminal(t, started)["status"])
+
+	// A thread-addressed MESSAGE_RECEIVED goes through the same router.
+	r = b.publish(t, map[string]any{"event_type": "MESSAGE_RECEIVED", "event_id": "wa-3", "thread_id": "th-x-ask", "data": map[string]any{"text": "hola"}})
+	require.Equal(t, http.StatusAccepted, r.status, "%s", r.raw)
+	require.Equal(t, "started", r.data()["inbound"].(map[string]any)["outcome"])
+
+	r = b.do(t, call{method: http.MethodGet, path: "/api/v1/threads/th-x-ask/messages?direction=in"})
+	require.Equal(t, http.StatusOK, r.status, "%s", r.raw)
+	require.Len(t, r.data()["items"], 3)
+}

@@ -1,7 +1,3 @@
-// Package live streams execution events to WebSocket clients of any Baton
-// process: one Hub per process listens for the NOTIFY that transactions
-// writing execution_event send, reads the new rows once they are final, and
-// fans them out to its subscribers.
 package live
 
 import (

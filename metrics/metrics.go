@@ -1,25 +1,3 @@
-// Package metrics exposes seed 003's metrics (section 7.5) to Prometheus,
-// with underscores for the seed's dots:
-//
-//   - workflow_execute_duration_ms (histogram; domain, action, workflow_id):
-//     creation to end of each execution that reaches a terminal status.
-//   - workflow_step_duration_ms (histogram; domain, action, workflow_id,
-//     step_id): each node run, a task's tool call included.
-//   - workflow_error_count (counter; domain, action, error_code): executions
-//     that failed, by code; domain and action are the code's first two parts
-//     (workflow.execute.step_failed → workflow, execute).
-//   - workflow_retry_count (counter; domain, action, workflow_id, step_id):
-//     steps run again after a failed attempt.
-//   - workflow_queue_depth (gauge; domain, action, queue): River jobs ready to
-//     run and not yet taken, read from river_job at scrape time.
-//   - workflow_active_executions (gauge; domain, action, tenant_id, status):
-//     pending, running and waiting executions, read at scrape time.
-//
-// plus baton_thread_locks_held (tenant_id) and baton_outbound_pending. The
-// counters and histograms are observed in this process by the engine
-// (through engine.Metrics); the gauges come from SQL on every scrape, so any
-// process shows the whole database. No label ever carries an execution or
-// thread id.
 package metrics
 
 import (
