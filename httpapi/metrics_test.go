@@ -43,6 +43,9 @@ func TestMetricsAfterRuns(t *testing.T) {
 	out := scrape(t, p)
 	require.Contains(t, out, fmt.Sprintf(`workflow_active_executions{action="execute",domain="workflow",status="running",tenant_id=%q} 2`, tenant))
 	require.Contains(t, out, `workflow_queue_depth{action="queue",domain="workflow",queue="high"} 2`)
+	require.Contains(t, out, `baton_lane_limit{lane="main"} 4`)
+	require.Contains(t, out, `baton_lane_running{lane="main"} 2`)
+	require.Contains(t, out, `baton_lane_pending{lane="main"} 0`)
 
 	// The first step of the good run is a retry (attempt 2); each run
 	// needs two steps: start, then the task and the end.
@@ -74,6 +77,8 @@ func TestMetricsAfterRuns(t *testing.T) {
 	}
 	require.NotContains(t, out, `step_id="call",workflow_id="m-broken"`, "a failed node is not a finished step")
 	require.NotContains(t, out, "workflow_active_executions{", "no run is live any more")
+	require.Contains(t, out, `baton_lane_running{lane="main"} 0`)
+	require.Contains(t, out, "baton_outbound_pending 0")
 	require.NotContains(t, out, good.ExecutionID)
 }
 

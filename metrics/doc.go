@@ -15,7 +15,9 @@
 //   - workflow_active_executions (gauge; domain, action, tenant_id, status):
 //     pending, running and waiting executions, read at scrape time.
 //
-// plus baton_thread_locks_held (tenant_id) and baton_outbound_pending. The
+// plus baton_thread_locks_held (tenant_id), baton_outbound_pending and the
+// global lanes' baton_lane_limit, baton_lane_running and baton_lane_pending
+// (lane). The
 // counters and histograms are observed in this process by the engine
 // (through engine.Metrics); the gauges come from SQL on every scrape, so any
 // process shows the whole database. No label ever carries an execution or

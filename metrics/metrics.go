@@ -128,6 +128,12 @@ var (
 		"Threads whose lock an execution holds, by tenant.", []string{"tenant_id"}, nil)
 	outboxDesc = prometheus.NewDesc("baton_outbound_pending",
 		"Outbound messages waiting for delivery.", nil, nil)
+	laneLimitDesc = prometheus.NewDesc("baton_lane_limit",
+		"The concurrency limit of a lane (main, subagent, cron, …).", []string{"lane"}, nil)
+	laneRunningDesc = prometheus.NewDesc("baton_lane_running",
+		"Running executions of a lane, over all tenants.", []string{"lane"}, nil)
+	lanePendingDesc = prometheus.NewDesc("baton_lane_pending",
+		"Pending executions waiting for a slot of a lane, over all tenants.", []string{"lane"}, nil)
 )
 
 // Describe sends the gauges' descriptors.
@@ -136,6 +142,9 @@ func (g *gauges) Describe(ch chan<- *prometheus.Desc) {
 	ch <- activeDesc
 	ch <- locksDesc
 	ch <- outboxDesc
+	ch <- laneLimitDesc
+	ch <- laneRunningDesc
+	ch <- lanePendingDesc
 }
 
 // Collect queries the database with a short timeout.
@@ -178,5 +187,15 @@ func (g *gauges) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.NewInvalidMetric(outboxDesc, err)
 	} else {
 		ch <- prometheus.MustNewConstMetric(outboxDesc, prometheus.GaugeValue, float64(pending))
+	}
+	lanes, err := g.q.MetricsLanes(ctx, g.pool)
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(laneRunningDesc, err)
+		return
+	}
+	for _, l := range lanes {
+		ch <- prometheus.MustNewConstMetric(laneLimitDesc, prometheus.GaugeValue, float64(l.MaxConcurrent), l.Lane)
+		ch <- prometheus.MustNewConstMetric(laneRunningDesc, prometheus.GaugeValue, float64(l.Running), l.Lane)
+		ch <- prometheus.MustNewConstMetric(lanePendingDesc, prometheus.GaugeValue, float64(l.Pending), l.Lane)
 	}
 }

@@ -45,6 +45,47 @@ func (q *Queries) MetricsActiveExecutions(ctx context.Context, db DBTX) ([]*Metr
 	return items, nil
 }
 
+const metricsLanes = `-- name: MetricsLanes :many
+SELECT lane::text AS lane, max_concurrent::bigint AS max_concurrent, running::bigint AS running, pending::bigint AS pending
+FROM monitor_lanes
+WHERE tenant_id = ''
+ORDER BY lane
+`
+
+type MetricsLanesRow struct {
+	Lane          string
+	MaxConcurrent int64
+	Running       int64
+	Pending       int64
+}
+
+// The global lanes' limits and occupancy (monitor_lanes); session lanes are
+// left out: their names carry thread ids.
+func (q *Queries) MetricsLanes(ctx context.Context, db DBTX) ([]*MetricsLanesRow, error) {
+	rows, err := db.Query(ctx, metricsLanes)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []*MetricsLanesRow{}
+	for rows.Next() {
+		var i MetricsLanesRow
+		if err := rows.Scan(
+			&i.Lane,
+			&i.MaxConcurrent,
+			&i.Running,
+			&i.Pending,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const metricsOutboundPending = `-- name: MetricsOutboundPending :one
 SELECT count(*)::bigint AS messages
 FROM thread_message

@@ -30,3 +30,11 @@ ORDER BY tenant_id;
 SELECT count(*)::bigint AS messages
 FROM thread_message
 WHERE direction = 'out' AND status = 'pending';
+
+-- name: MetricsLanes :many
+-- The global lanes' limits and occupancy (monitor_lanes); session lanes are
+-- left out: their names carry thread ids.
+SELECT lane::text AS lane, max_concurrent::bigint AS max_concurrent, running::bigint AS running, pending::bigint AS pending
+FROM monitor_lanes
+WHERE tenant_id = ''
+ORDER BY lane;
