@@ -341,3 +341,62 @@ func TestLLMToolSendsConversationHistory(t *testing.T) {
 		map[string]any{"role": "user", "content": "Resume para Ana"},
 	}, got.body["messages"])
 }
+
+// A call that outlives the workflow's default_timeout_ms is a timeout:
+// retried with exponential backoff (50 ms, then 100 ms) under one
+// idempotency prefix, and the run completes once the tool answers in time;
+// when it never does, the run fails with workflow.execute.timeout.
+func TestToolTimeoutRetriedWithExponentialBackoff(t *testing.T) {
+	t.Parallel()
+	slowFor := map[string]int{}
+	var mu sync.Mutex
+	tool := newToolServer(t, func(n int, body map[string]any) (int, any) {
+		mu.Lock()
+		id := body["execution_id"].(string)
+		slow := slowFor[id] != 0
+		if slowFor[id] > 0 {
+			slowFor[id]--
+		}
+		mu.Unlock()
+		if slow {
+			time.Sleep(600 * time.Millisecond) // past the 150 ms timeout
+		}
+		return 200, map[string]any{"ok": true}
+	})
+	b := setup(t, setupOpts{specs: map[string]engine.ToolSpec{"slow": {Type: engine.ToolTypeHTTP, URL: tool.URL,
+		Breaker: engine.BreakerSettings{Failures: 100}}}})
+	b.define(t, `{"workflow_id": "timed", "version": "1", "default_timeout_ms": 150, "nodes": [
+	  {"id": "start", "type": "start", "next": "call"},
+	  {"id": "call", "type": "task", "task": "slow", "output": "answer",
+	   "retry": {"max": 3, "backoff": "exponential", "delay_ms": 50}, "next": "end"},
+	  {"id": "end", "type": "end", "result": {"summary": "done {{answer.ok}}"}}]}`)
+
+	mu.Lock()
+	slowFor["exec-timeout-twice"] = 2
+	slowFor["exec-timeout-always"] = -1
+	mu.Unlock()
+	x := b.start(t, engine.StartParams{WorkflowID: "timed", ExecutionID: "exec-timeout-twice"})
+	done := b.waitFor(t, x.ExecutionID, terminal)
+	require.Equal(t, engine.StatusCompleted, done.Status, "%+v", done)
+	prefix := x.ExecutionID + ":call:"
+	require.Equal(t, []string{prefix + "1", prefix + "2", prefix + "3"}, tool.keys(x.ExecutionID))
+	rows, err := b.pool.Query(context.Background(), `SELECT (payload->>'retry_after_ms')::int, payload->>'error_type' FROM execution_event
+		WHERE execution_id = $1 AND action = 'workflow.step_retry' ORDER BY id`, x.ID)
+	require.NoError(t, err)
+	var delays []int
+	for rows.Next() {
+		var d int
+		var class string
+		require.NoError(t, rows.Scan(&d, &class))
+		require.Equal(t, "timeout", class)
+		delays = append(delays, d)
+	}
+	require.NoError(t, rows.Err())
+	require.Equal(t, []int{50, 100}, delays, "exponential backoff from delay_ms")
+
+	y := b.start(t, engine.StartParams{WorkflowID: "timed", ExecutionID: "exec-timeout-always"})
+	failed := b.waitFor(t, y.ExecutionID, terminal)
+	require.Equal(t, engine.StatusFailed, failed.Status)
+	require.Equal(t, engine.CodeTimeout, *failed.ErrorCode)
+	require.Len(t, tool.keys(y.ExecutionID), 4, "the first call and three retries")
+}
