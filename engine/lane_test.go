@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -321,4 +322,113 @@ func TestParentInFullMainWaitsForChildInSubagent(t *testing.T) {
 	require.LessOrEqual(t, peak["main"], 1)
 	require.LessOrEqual(t, peak["subagent"], 1)
 	require.Equal(t, 6, countRows(t, b.pool, `SELECT count(*) FROM agent_execution WHERE tenant_id = $1 AND lane = 'subagent' AND status = 'completed'`, b.tenant))
+}
+
+// TestSessionLaneAcrossTwoProcesses: inbound messages for four threads
+// arrive at two processes at once (followup, no debounce). A session runs
+// one execution at a time — no sample and no tool call ever sees two — and
+// every message gets exactly one run of its own.
+func TestSessionLaneAcrossTwoProcesses(t *testing.T) {
+	t.Parallel()
+	dbURL := pgtest.NewDatabase(t)
+	var inTool sync.Map // thread → *atomic.Int32
+	var overTool atomic.Int32
+	tools := engine.NewTools()
+	tools.Register("work", func(ctx context.Context, call engine.ToolCall) (map[string]any, error) {
+		text, _ := call.Inputs["text"].(string)
+		thread, _, _ := strings.Cut(text, " ")
+		c, _ := inTool.LoadOrStore(thread, &atomic.Int32{})
+		if c.(*atomic.Int32).Add(1) > 1 {
+			overTool.Add(1)
+		}
+		defer c.(*atomic.Int32).Add(-1)
+		time.Sleep(time.Duration(1+rand.IntN(5)) * time.Millisecond)
+		return map[string]any{"done": true}, nil
+	})
+	limits := map[string]int{"main": 8}
+	a := laneProcess(t, dbURL, limits, tools)
+	b := laneProcess(t, dbURL, limits, tools)
+	ctx := context.Background()
+	tenant := "tenant-sessions"
+	_, _, err := a.DefineWorkflow(ctx, a.Pool(), tenant, []byte(`{"workflow_id": "agent", "version": "1", "nodes": [
+	  {"id": "start", "type": "start", "next": "work"},
+	  {"id": "work", "type": "task", "task": "work", "inputs": {"text": "{{lastResponse}}"}, "next": "end"},
+	  {"id": "end", "type": "end"}]}`))
+	require.NoError(t, err)
+	threads := []string{"ta", "tb", "tc", "td"}
+	for _, th := range threads {
+		_, _, err := a.UpsertThread(ctx, a.Pool(), engine.ThreadUpsert{TenantID: tenant, ThreadID: th, Channel: "web", Contact: th,
+			DefaultWorkflowID: "agent", Queue: &engine.QueueSettings{Mode: "followup", DebounceMS: new(int)}})
+		require.NoError(t, err)
+	}
+
+	stop := make(chan struct{})
+	samplerDone := make(chan struct{})
+	var samples, overLimit atomic.Int64
+	go func() {
+		defer close(samplerDone)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			var over int
+			if err := b.Pool().QueryRow(ctx, `SELECT count(*) FROM (SELECT session_key FROM agent_execution
+				WHERE session_key IS NOT NULL AND status = 'running' GROUP BY session_key HAVING count(*) > 1) s`).Scan(&over); err == nil {
+				samples.Add(1)
+				if over > 0 {
+					overLimit.Add(1)
+				}
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+	}()
+
+	const perThread = 10
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			eng := a
+			if g%2 == 1 {
+				eng = b
+			}
+			for i := range perThread / 2 {
+				th := threads[g%4]
+				text := fmt.Sprintf("%s m%d-%d", th, g, i)
+				require.NoError(t, eng.WithTx(ctx, func(tx pgx.Tx) error {
+					_, err := eng.ReceiveInboundTx(ctx, tx, engine.InboundParams{TenantID: tenant, ThreadID: th, Text: text, MessageID: text})
+					return err
+				}))
+				time.Sleep(time.Duration(rand.IntN(4)) * time.Millisecond)
+			}
+		})
+	}
+	wg.Wait()
+	total := perThread * len(threads)
+	require.Eventually(t, func() bool {
+		var runs, open, queued int
+		require.NoError(t, a.Pool().QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE status <> 'completed'),
+			(SELECT count(*) FROM thread_message WHERE direction = 'in' AND status <> 'consumed') FROM agent_execution`).Scan(&runs, &open, &queued))
+		return runs == total && open == 0 && queued == 0
+	}, 90*time.Second, 50*time.Millisecond)
+	close(stop)
+	<-samplerDone
+	require.Greater(t, samples.Load(), int64(10))
+	require.Zero(t, overLimit.Load(), "a sample saw a session running two executions")
+	require.Zero(t, overTool.Load(), "two tool calls of one session ran at once")
+
+	// Every message got exactly one run, whose prompt it is.
+	rows, err := a.Pool().Query(ctx, `SELECT variables->>'lastResponse' FROM agent_execution`)
+	require.NoError(t, err)
+	prompts, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	seen := map[string]int{}
+	for _, p := range prompts {
+		seen[p]++
+	}
+	require.Len(t, seen, total)
+	for p, n := range seen {
+		require.Equal(t, 1, n, p)
+	}
 }
