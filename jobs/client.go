@@ -39,7 +39,8 @@ const DefaultRescueStuckJobsAfter = 65 * time.Second
 type Config struct {
 	// Engine is the engine the workers call. Required.
 	Engine *engine.Engine
-	// Logger receives River's log lines. Nil discards them.
+	// Logger receives River's log lines, its info lines as debug (see
+	// riverLogHandler). Nil discards them.
 	Logger *slog.Logger
 	// RescueStuckJobsAfter is how long a running job may go without
 	// finishing before River hands it to another worker. It must be over
@@ -142,7 +143,7 @@ func RiverConfig(cfg Config, workers *river.Workers) (*river.Config, error) {
 		cfg.Workers = DefaultWorkers
 	}
 	rc := &river.Config{
-		Logger:               cfg.Logger,
+		Logger:               slog.New(riverLogHandler{cfg.Logger.Handler()}),
 		Workers:              workers,
 		FetchCooldown:        cfg.FetchCooldown,
 		FetchPollInterval:    cfg.FetchPollInterval,
@@ -195,4 +196,32 @@ func (i *Inserter) InsertCallback(ctx context.Context, tx pgx.Tx, executionID in
 	_, err := i.Client.InsertTx(ctx, tx, CallbackArgs{ExecutionID: executionID, MessageID: messageID, InputRequestWaitSeq: inputRequestWaitSeq},
 		&river.InsertOpts{Queue: QueueLow, MaxAttempts: 20})
 	return err
+}
+
+// riverLogHandler hands River's log lines to Baton's handler with info
+// lowered to debug: River's info lines (each producer's job counts every few
+// seconds while the periodic jobs run) are operational detail, shown with
+// --log-level debug. Its warnings and errors pass unchanged.
+type riverLogHandler struct{ slog.Handler }
+
+func (h riverLogHandler) Enabled(ctx context.Context, l slog.Level) bool {
+	if l == slog.LevelInfo {
+		l = slog.LevelDebug
+	}
+	return h.Handler.Enabled(ctx, l)
+}
+
+func (h riverLogHandler) Handle(ctx context.Context, r slog.Record) error {
+	if r.Level == slog.LevelInfo {
+		r.Level = slog.LevelDebug
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h riverLogHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return riverLogHandler{h.Handler.WithAttrs(attrs)}
+}
+
+func (h riverLogHandler) WithGroup(name string) slog.Handler {
+	return riverLogHandler{h.Handler.WithGroup(name)}
 }
