@@ -107,9 +107,9 @@ func (e *Engine) StartExecution(ctx context.Context, tx pgx.Tx, p StartParams) (
 			return nil, err
 		}
 	}
-	thread, err := e.q.ThreadEnsure(ctx, tx, &dbsqlc.ThreadEnsureParams{TenantID: p.TenantID, ThreadID: threadKey, Channel: "api", Contact: threadKey})
+	thread, err := e.ensureThread(ctx, tx, p.TenantID, threadKey)
 	if err != nil {
-		return nil, fmt.Errorf("ensuring thread %s: %w", threadKey, err)
+		return nil, err
 	}
 	var parent, eventData = (*int64)(nil), json.RawMessage(nil)
 	if p.ParentExecutionID != 0 {
@@ -177,7 +177,7 @@ func (e *Engine) StartExecution(ctx context.Context, tx pgx.Tx, p StartParams) (
 	// Admitted at once: the first step runs in the start transaction, up to
 	// the first wait, tool call or end, and enqueues the next step itself if
 	// it stops at a tool call. The thread row is already ours from
-	// ThreadEnsure.
+	// ensureThread.
 	run := newStepRun(e, tx, def.Definition, row)
 	run.thread = thread
 	if err := run.advance(ctx, nil); err != nil {

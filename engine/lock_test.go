@@ -10,7 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/batonrun/baton/engine"
@@ -306,17 +308,19 @@ func TestLockPropertyTwoProcesses(t *testing.T) {
 			defer wg.Done()
 			time.Sleep(time.Duration(rand.IntN(200)) * time.Millisecond)
 			p := procs[i%2]
-			tx, err := p.engine.Pool().Begin(context.Background())
-			require.NoError(t, err)
 			workflow := "chatty"
 			if i%parentEvery == 0 {
 				workflow = "chatty-parent"
 			}
-			x, err := p.engine.StartExecution(context.Background(), tx, engine.StartParams{TenantID: tenant, WorkflowID: workflow,
-				ThreadID: fmt.Sprintf("thread-%d", i%threads), Input: map[string]any{"who": fmt.Sprintf("x%02d", i)}})
-			require.NoError(t, err)
-			require.NoError(t, tx.Commit(context.Background()))
-			ids[i] = x.ExecutionID
+			err := p.engine.WithTx(context.Background(), func(tx pgx.Tx) error {
+				x, err := p.engine.StartExecution(context.Background(), tx, engine.StartParams{TenantID: tenant, WorkflowID: workflow,
+					ThreadID: fmt.Sprintf("thread-%d", i%threads), Input: map[string]any{"who": fmt.Sprintf("x%02d", i)}})
+				if err == nil {
+					ids[i] = x.ExecutionID
+				}
+				return err
+			})
+			assert.NoError(t, err, "starting execution %d", i)
 		}()
 	}
 	wg.Wait()

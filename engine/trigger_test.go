@@ -2,10 +2,13 @@ package engine_test
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/batonrun/baton/engine"
@@ -229,4 +232,31 @@ func TestEventForRunningExecutionIsBuffered(t *testing.T) {
 		ExecutionID: x.ExecutionID, Data: map[string]any{"event_id": "entrevista"}})
 	var ce *engine.ConflictError
 	require.ErrorAs(t, err, &ce)
+}
+
+// Executions started at once on a thread that does not exist yet all start
+// on one new thread: the first use creates it, the others wait for that
+// insert and lock the row it made, whichever unique key they meet first.
+func TestConcurrentFirstUseOfAThread(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	b.define(t, sender("hi", []string{"hola"}))
+	for round := range 5 {
+		thread := fmt.Sprintf("fresh-%d", round)
+		var wg sync.WaitGroup
+		errs := make([]error, 20)
+		for i := range 20 {
+			wg.Go(func() {
+				errs[i] = b.engine.WithTx(context.Background(), func(tx pgx.Tx) error {
+					_, err := b.engine.StartExecution(context.Background(), tx, engine.StartParams{TenantID: b.tenant, WorkflowID: "hi", ThreadID: thread})
+					return err
+				})
+			})
+		}
+		wg.Wait()
+		for i, err := range errs {
+			require.NoError(t, err, "start %d on %s", i, thread)
+		}
+		require.Equal(t, 1, countRows(t, b.pool, `SELECT count(*) FROM thread WHERE tenant_id = $1 AND thread_id = $2`, b.tenant, thread))
+	}
 }

@@ -131,48 +131,6 @@ func (q *Queries) ThreadDisarmDrain(ctx context.Context, db DBTX, id int64) erro
 	return err
 }
 
-const threadEnsure = `-- name: ThreadEnsure :one
-INSERT INTO thread (tenant_id, thread_id, channel, contact)
-VALUES ($1::text, $2::text, $3::text, $4::text)
-ON CONFLICT (tenant_id, thread_id) DO UPDATE SET thread_id = excluded.thread_id
-RETURNING id, tenant_id, thread_id, channel, contact, default_workflow_id, active_execution_id, execution_locked_at, queue_settings, created_at, updated_at, drain_pending, drain_pending_since, drain_requested
-`
-
-type ThreadEnsureParams struct {
-	TenantID string
-	ThreadID string
-	Channel  string
-	Contact  string
-}
-
-// Returns the thread named thread_id, creating it on first use.
-func (q *Queries) ThreadEnsure(ctx context.Context, db DBTX, arg *ThreadEnsureParams) (*Thread, error) {
-	row := db.QueryRow(ctx, threadEnsure,
-		arg.TenantID,
-		arg.ThreadID,
-		arg.Channel,
-		arg.Contact,
-	)
-	var i Thread
-	err := row.Scan(
-		&i.ID,
-		&i.TenantID,
-		&i.ThreadID,
-		&i.Channel,
-		&i.Contact,
-		&i.DefaultWorkflowID,
-		&i.ActiveExecutionID,
-		&i.ExecutionLockedAt,
-		&i.QueueSettings,
-		&i.CreatedAt,
-		&i.UpdatedAt,
-		&i.DrainPending,
-		&i.DrainPendingSince,
-		&i.DrainRequested,
-	)
-	return &i, err
-}
-
 const threadForceRearmDrain = `-- name: ThreadForceRearmDrain :exec
 UPDATE thread
 SET drain_pending = true,
@@ -243,6 +201,51 @@ func (q *Queries) ThreadGetByThreadID(ctx context.Context, db DBTX, arg *ThreadG
 	return &i, err
 }
 
+const threadInsertIfAbsent = `-- name: ThreadInsertIfAbsent :one
+INSERT INTO thread (tenant_id, thread_id, channel, contact)
+VALUES ($1::text, $2::text, $3::text, $4::text)
+ON CONFLICT DO NOTHING
+RETURNING id, tenant_id, thread_id, channel, contact, default_workflow_id, active_execution_id, execution_locked_at, queue_settings, created_at, updated_at, drain_pending, drain_pending_since, drain_requested
+`
+
+type ThreadInsertIfAbsentParams struct {
+	TenantID string
+	ThreadID string
+	Channel  string
+	Contact  string
+}
+
+// Creates the thread named thread_id on first use; no row when it exists.
+// Without a conflict target, two first uses at once wait for each other
+// whichever unique key (thread id, or channel and contact) they meet first,
+// instead of one failing on the key that is not the target.
+func (q *Queries) ThreadInsertIfAbsent(ctx context.Context, db DBTX, arg *ThreadInsertIfAbsentParams) (*Thread, error) {
+	row := db.QueryRow(ctx, threadInsertIfAbsent,
+		arg.TenantID,
+		arg.ThreadID,
+		arg.Channel,
+		arg.Contact,
+	)
+	var i Thread
+	err := row.Scan(
+		&i.ID,
+		&i.TenantID,
+		&i.ThreadID,
+		&i.Channel,
+		&i.Contact,
+		&i.DefaultWorkflowID,
+		&i.ActiveExecutionID,
+		&i.ExecutionLockedAt,
+		&i.QueueSettings,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.DrainPending,
+		&i.DrainPendingSince,
+		&i.DrainRequested,
+	)
+	return &i, err
+}
+
 const threadListNeedingDrain = `-- name: ThreadListNeedingDrain :many
 SELECT id
 FROM thread
@@ -286,6 +289,37 @@ SELECT id, tenant_id, thread_id, channel, contact, default_workflow_id, active_e
 
 func (q *Queries) ThreadLock(ctx context.Context, db DBTX, id int64) (*Thread, error) {
 	row := db.QueryRow(ctx, threadLock, id)
+	var i Thread
+	err := row.Scan(
+		&i.ID,
+		&i.TenantID,
+		&i.ThreadID,
+		&i.Channel,
+		&i.Contact,
+		&i.DefaultWorkflowID,
+		&i.ActiveExecutionID,
+		&i.ExecutionLockedAt,
+		&i.QueueSettings,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.DrainPending,
+		&i.DrainPendingSince,
+		&i.DrainRequested,
+	)
+	return &i, err
+}
+
+const threadLockByThreadID = `-- name: ThreadLockByThreadID :one
+SELECT id, tenant_id, thread_id, channel, contact, default_workflow_id, active_execution_id, execution_locked_at, queue_settings, created_at, updated_at, drain_pending, drain_pending_since, drain_requested FROM thread WHERE tenant_id = $1::text AND thread_id = $2::text FOR UPDATE
+`
+
+type ThreadLockByThreadIDParams struct {
+	TenantID string
+	ThreadID string
+}
+
+func (q *Queries) ThreadLockByThreadID(ctx context.Context, db DBTX, arg *ThreadLockByThreadIDParams) (*Thread, error) {
+	row := db.QueryRow(ctx, threadLockByThreadID, arg.TenantID, arg.ThreadID)
 	var i Thread
 	err := row.Scan(
 		&i.ID,

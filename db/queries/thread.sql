@@ -1,9 +1,15 @@
--- name: ThreadEnsure :one
--- Returns the thread named thread_id, creating it on first use.
+-- name: ThreadInsertIfAbsent :one
+-- Creates the thread named thread_id on first use; no row when it exists.
+-- Without a conflict target, two first uses at once wait for each other
+-- whichever unique key (thread id, or channel and contact) they meet first,
+-- instead of one failing on the key that is not the target.
 INSERT INTO thread (tenant_id, thread_id, channel, contact)
 VALUES (@tenant_id::text, @thread_id::text, @channel::text, @contact::text)
-ON CONFLICT (tenant_id, thread_id) DO UPDATE SET thread_id = excluded.thread_id
+ON CONFLICT DO NOTHING
 RETURNING *;
+
+-- name: ThreadLockByThreadID :one
+SELECT * FROM thread WHERE tenant_id = @tenant_id::text AND thread_id = @thread_id::text FOR UPDATE;
 
 -- name: ThreadGetByID :one
 SELECT * FROM thread WHERE id = @id::bigint;
