@@ -62,6 +62,9 @@ func (e *Engine) RunStepAttempt(ctx context.Context, executionID, stepSeq int64,
 		if pre.breakerWait > 0 {
 			// The tool's breaker is open: wait for its probe without spending
 			// an attempt or failing.
+			if err := e.recordBreakerPause(ctx, snap, node, pre.breakerWait); err != nil {
+				return err
+			}
 			return &SnoozeError{Delay: pre.breakerWait, Reason: fmt.Sprintf("circuit breaker of tool %s is open", node.Task)}
 		}
 		if pre.retryable() {

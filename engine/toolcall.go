@@ -189,3 +189,21 @@ func (e *Engine) scheduleRetry(ctx context.Context, x *dbsqlc.AgentExecution, no
 		"node_id", node.ID, "tool_id", node.Task, "attempt", res.attempt, "retry_in", delay, "error", res.err.Error())
 	return &SnoozeError{Delay: delay, Reason: fmt.Sprintf("tool %s retry %d after %s", node.Task, res.attempt, res.err.Class)}
 }
+
+// EventStepPaused is written when a step waits for a tool's circuit breaker
+// instead of calling the tool: the execution stays running, no attempt is
+// spent, and the step runs again at the breaker's half-open probe.
+const EventStepPaused = "workflow.step_paused"
+
+// recordBreakerPause writes a workflow.step_paused event for a step that
+// waits for the open breaker of its tool, so that the execution's log, its
+// WebSocket stream and SQL show why it is not moving.
+func (e *Engine) recordBreakerPause(ctx context.Context, x *dbsqlc.AgentExecution, node *Node, wait time.Duration) error {
+	msg := fmt.Sprintf("Step %s waits %s for the circuit breaker of tool %s", node.ID, wait.Round(time.Millisecond), node.Task)
+	e.WarnContext(ctx, msg, "execution_id", x.ExecutionID, "tenant_id", x.TenantID, "node_id", node.ID, "tool_id", node.Task)
+	events := &eventLog{tenantID: x.TenantID, executionID: x.ID}
+	events.add(EventStepPaused, "warn", node.ID, msg, map[string]any{
+		"step_id": node.ID, "tool_id": node.Task, "breaker": "open", "retry_after_ms": wait.Milliseconds(),
+	})
+	return e.WithTx(ctx, func(tx pgx.Tx) error { return events.write(ctx, e.q, tx) })
+}

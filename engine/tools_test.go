@@ -287,6 +287,14 @@ func TestBreakerPausesExecutionsUntilToolIsBack(t *testing.T) {
 	require.Equal(t, []string{p + "1", p + "2", p + "3", p + "4"}, tool.keys(first.ExecutionID))
 	require.Equal(t, []string{second.ExecutionID + ":call:1"}, tool.keys(second.ExecutionID))
 	require.Equal(t, 5, tool.count())
+	// The pause shows in the execution's log: why it was not moving.
+	var paused int
+	var payload map[string]any
+	require.NoError(t, b.pool.QueryRow(context.Background(), `SELECT count(*) OVER (), payload FROM execution_event
+		WHERE execution_id = $1 AND action = 'workflow.step_paused' ORDER BY id LIMIT 1`, second.ID).Scan(&paused, &payload))
+	require.GreaterOrEqual(t, paused, 1)
+	require.Equal(t, "open", payload["breaker"])
+	require.Equal(t, "flaky", payload["tool_id"])
 }
 
 // The llm tool speaks the chat completions protocol and sends the
