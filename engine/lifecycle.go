@@ -57,6 +57,9 @@ type StartParams struct {
 	// ("session:<thread key>", limit 1) besides its lane; runs started by
 	// inbound messages have one.
 	SessionKey string
+	// RestartedFrom is the row id of the execution this one restarts
+	// (POST …/restart); zero otherwise.
+	RestartedFrom int64
 	// LaneFirst says tx holds no lane, thread or execution row yet (an API
 	// request's own transaction): the start then waits for its lane's row
 	// first, in lock order (DESIGN.md, "Lock order"), and is admitted in
@@ -111,6 +114,10 @@ func (e *Engine) StartExecution(ctx context.Context, tx pgx.Tx, p StartParams) (
 	if err != nil {
 		return nil, err
 	}
+	var restartedFrom *int64
+	if p.RestartedFrom != 0 {
+		restartedFrom = &p.RestartedFrom
+	}
 	var parent, eventData = (*int64)(nil), json.RawMessage(nil)
 	if p.ParentExecutionID != 0 {
 		parent = &p.ParentExecutionID
@@ -137,7 +144,7 @@ func (e *Engine) StartExecution(ctx context.Context, tx pgx.Tx, p StartParams) (
 		Input: mustJSON(vars), Context: mustJSON(orEmpty(p.Context)), Variables: mustJSON(vars),
 		CorrelationID: p.CorrelationID, IdempotencyKey: idem, CallbackUrl: callback,
 		Priority: int16(clampPriority(p.Priority)), TotalSteps: int32(def.Remaining(start.ID)),
-		ParentExecutionID: parent, CanInheritLock: p.CanInheritLock, EventData: eventData,
+		ParentExecutionID: parent, CanInheritLock: p.CanInheritLock, EventData: eventData, RestartedFrom: restartedFrom,
 	})
 	if err != nil {
 		var pgErr *pgconn.PgError
@@ -474,4 +481,51 @@ func jsonUnmarshal(b []byte, v any) error {
 		return nil
 	}
 	return json.Unmarshal(b, v)
+}
+
+// EventRestarted is written on an execution that a restart replaced.
+const EventRestarted = "workflow.restarted"
+
+// RestartTx starts a fresh execution with the workflow version, input,
+// context, thread, lane, priority and callback of an existing one, linked to
+// it by restarted_from (seed 000: "reiniciar ejecución"), in tx. A live
+// execution is cancelled first, by cancelledBy (default "user") with reason
+// (default "restarted"); a terminal one stays as it is. A restarted child
+// runs on its own: no parent waits for the new execution.
+func (e *Engine) RestartTx(ctx context.Context, tx pgx.Tx, tenantID, executionID, cancelledBy, reason string) (*Execution, error) {
+	old, err := e.q.ExecutionViewByExecutionID(ctx, tx, &dbsqlc.ExecutionViewByExecutionIDParams{TenantID: tenantID, ExecutionID: executionID})
+	if err != nil {
+		return nil, notFound(err)
+	}
+	x := &old.AgentExecution
+	if !IsTerminal(x.Status) {
+		if reason == "" {
+			reason = "restarted"
+		}
+		if _, err := e.CancelTx(ctx, tx, tenantID, executionID, cancelledBy, reason); err != nil {
+			return nil, err
+		}
+	}
+	var input, execCtx map[string]any
+	if err := jsonUnmarshal(x.Input, &input); err != nil {
+		return nil, fmt.Errorf("reading the input of execution %s: %w", executionID, err)
+	}
+	if err := jsonUnmarshal(x.Context, &execCtx); err != nil {
+		return nil, fmt.Errorf("reading the context of execution %s: %w", executionID, err)
+	}
+	fresh, err := e.StartExecution(ctx, tx, StartParams{
+		TenantID: tenantID, WorkflowID: x.WorkflowID, Version: x.Version, ThreadID: old.ThreadKey, Lane: x.Lane,
+		Input: input, Context: execCtx, CorrelationID: x.CorrelationID, CallbackURL: deref(x.CallbackUrl),
+		Priority: int(x.Priority), SessionKey: deref(x.SessionKey), RestartedFrom: x.ID,
+	})
+	if err != nil {
+		return nil, err
+	}
+	events := &eventLog{tenantID: tenantID, executionID: x.ID}
+	events.add(EventRestarted, "info", "", fmt.Sprintf("Execution %s restarted as %s", executionID, fresh.ExecutionID),
+		map[string]any{"execution_id": executionID, "restarted_as": fresh.ExecutionID})
+	if err := events.write(ctx, e.q, tx); err != nil {
+		return nil, err
+	}
+	return e.GetExecution(ctx, tx, tenantID, fresh.ExecutionID)
 }

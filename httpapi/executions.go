@@ -192,3 +192,19 @@ func (s *Server) cancelExecution(ctx context.Context, r *request, db dbsqlc.DBTX
 	}
 	return http.StatusOK, renderExecution(x), nil
 }
+
+func (s *Server) restartExecution(ctx context.Context, r *request, db dbsqlc.DBTX) (int, any, error) {
+	var p cancelPayload
+	if err := decodePayload(r.envelope, &p, "workflow", "restart"); err != nil {
+		return 0, nil, err
+	}
+	tx, ok := db.(pgx.Tx)
+	if !ok {
+		return 0, nil, fmt.Errorf("restart needs a transaction")
+	}
+	x, err := s.engine.RestartTx(ctx, tx, r.principal.tenantID, r.PathValue("execution_id"), p.CancelledBy, p.Reason)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusCreated, renderExecution(x), nil
+}

@@ -111,6 +111,7 @@ func (s *Server) routes() {
 	s.handle("GET /api/v1/workflow/executions/{execution_id}", endpoint{domain: "workflow", action: "status", scope: ScopeWorkflowsRead, run: s.getExecution})
 	s.handle("GET /api/v1/workflow/executions/{execution_id}/logs", endpoint{domain: "workflow", action: "logs", scope: ScopeWorkflowsRead, run: s.executionLogs})
 	s.handle("POST /api/v1/workflow/executions/{execution_id}/cancel", endpoint{domain: "workflow", action: "cancel", scope: ScopeWorkflowsWrite, tx: true, run: s.cancelExecution})
+	s.handle("POST /api/v1/workflow/executions/{execution_id}/restart", endpoint{domain: "workflow", action: "restart", scope: ScopeWorkflowsWrite, tx: true, run: s.restartExecution})
 	s.handle("POST /api/v1/workflow/executions/{execution_id}/input", endpoint{domain: "workflow", action: "input", scope: ScopeWorkflowsWrite, tx: true, run: s.provideInput})
 	s.handle("POST /api/v1/events", endpoint{domain: "event", action: "publish", scope: ScopeWorkflowsWrite, tx: true, run: s.publishEvent})
 	s.handle("GET /api/v1/monitor/executions/summary", endpoint{domain: "monitor", action: "summary", scope: ScopeMonitorRead, run: s.monitorSummary})

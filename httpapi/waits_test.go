@@ -275,3 +275,35 @@ func TestThreadInboundThroughTheAPI(t *testing.T) {
 	require.Equal(t, http.StatusOK, r.status, "%s", r.raw)
 	require.Len(t, r.data()["items"], 3)
 }
+
+// POST …/restart starts a fresh execution with the same workflow, input and
+// thread, linked by restarted_from; a live one is cancelled first.
+func TestRestartExecution(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	b.define(t, waitFlow("again", `{"id": "w", "type": "action", "actionType": "wait_for_response", "parameters": {"timeout": "1h"}, "next": "end"}`))
+	r := b.do(t, call{method: http.MethodPost, path: "/api/v1/workflow/execute", body: envelope(map[string]any{
+		"workflow_id": "again", "execution_id": "x-first", "thread_id": "th-restart", "input": map[string]any{"name": "Ana"}})})
+	require.Equal(t, http.StatusAccepted, r.status, "%s", r.raw)
+
+	r = b.do(t, call{method: http.MethodPost, path: "/api/v1/workflow/executions/x-first/restart", body: envelope(map[string]any{"reason": "stuck"})})
+	require.Equal(t, http.StatusCreated, r.status, "%s", r.raw)
+	fresh := r.data()
+	require.Equal(t, "x-first", fresh["restarted_from"])
+	require.NotEqual(t, "x-first", fresh["execution_id"])
+	require.Equal(t, "th-restart", fresh["thread_id"])
+	require.Equal(t, "waiting", fresh["status"])
+	require.Equal(t, "Ana", fresh["variables"].(map[string]any)["name"])
+
+	old := b.do(t, call{method: http.MethodGet, path: "/api/v1/workflow/executions/x-first"}).data()
+	require.Equal(t, "cancelled", old["status"])
+	require.Equal(t, "stuck", old["cancel_reason"])
+
+	// A terminal execution is restarted as it is: nothing is cancelled.
+	r = b.do(t, call{method: http.MethodPost, path: "/api/v1/workflow/executions/x-first/restart", body: envelope(map[string]any{})})
+	require.Equal(t, http.StatusCreated, r.status, "%s", r.raw)
+	require.Equal(t, "waiting", b.do(t, call{method: http.MethodGet, path: "/api/v1/workflow/executions/" + fresh["execution_id"].(string)}).data()["status"])
+
+	r = b.do(t, call{method: http.MethodPost, path: "/api/v1/workflow/executions/x-none/restart", body: envelope(map[string]any{})})
+	require.Equal(t, http.StatusNotFound, r.status)
+}
