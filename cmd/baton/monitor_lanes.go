@@ -3,19 +3,12 @@ package main
 import (
 	"context"
 	"fmt"
+	"strconv"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/batonrun/baton/db/dbsqlc"
 )
-
-// lanesQuery reads the monitor_lanes view. It is the one query of baton
-// monitor outside db/queries: the view is created by the lanes migration,
-// which this schema does not have, so sqlc cannot compile a query on it. The
-// monitor checks that the view exists first (MonitorCLILanesAvailable) and
-// shows whatever columns it has. Once the lanes migration is in db/migrations
-// this query belongs in db/queries/monitor_cli.sql with typed columns.
-const lanesQuery = `SELECT * FROM monitor_lanes ORDER BY 1`
 
 // laneTable is the monitor_lanes view as read: its columns in order, and its
 // rows keyed by column (Text holds the same values as PostgreSQL prints
@@ -29,8 +22,12 @@ type laneTable struct {
 	Text      [][]string       `json:"-"`
 }
 
+// laneColumns are monitor_lanes' columns, as the table and the JSON show
+// them.
+var laneColumns = []string{"tenant_id", "lane", "max_concurrent", "running", "pending", "oldest_pending_age_ms"}
+
 // readLanes reads monitor_lanes when the database has it: at most limit rows,
-// of tenant alone when tenant is set and the view has a tenant_id column.
+// the global lanes and, with tenant set, that tenant's session lanes only.
 func readLanes(ctx context.Context, tx pgx.Tx, q *dbsqlc.Queries, tenant string, limit int) (laneTable, error) {
 	var lanes laneTable
 	available, err := q.MonitorCLILanesAvailable(ctx, tx)
@@ -41,48 +38,23 @@ func readLanes(ctx context.Context, tx pgx.Tx, q *dbsqlc.Queries, tenant string,
 		return lanes, nil
 	}
 	lanes.Available = true
-	// The simple protocol returns every value as text, which is what the
-	// table prints whatever the column types are.
-	rows, err := tx.Query(ctx, lanesQuery, pgx.QueryExecModeSimpleProtocol)
+	lanes.Columns = laneColumns
+	rows, err := q.MonitorCLILanes(ctx, tx, tenant)
 	if err != nil {
 		return lanes, fmt.Errorf("reading monitor_lanes: %w", err)
 	}
-	defer rows.Close()
-	tenantCol := -1
-	for i, f := range rows.FieldDescriptions() {
-		lanes.Columns = append(lanes.Columns, f.Name)
-		if f.Name == "tenant_id" {
-			tenantCol = i
+	lanes.Total = len(rows)
+	for _, r := range rows[:min(len(rows), limit)] {
+		tenantText := r.TenantID
+		if tenantText == "" {
+			tenantText = "(all)" // a global lane, shared by every tenant
 		}
-	}
-	for rows.Next() {
-		raw := rows.RawValues()
-		if tenant != "" && tenantCol >= 0 && string(raw[tenantCol]) != tenant {
-			continue
-		}
-		lanes.Total++
-		if len(lanes.Rows) >= limit {
-			continue
-		}
-		values, err := rows.Values()
-		if err != nil {
-			return lanes, fmt.Errorf("reading monitor_lanes: %w", err)
-		}
-		obj := make(map[string]any, len(values))
-		text := make([]string, len(values))
-		for i, v := range values {
-			obj[lanes.Columns[i]] = v
-			if raw[i] == nil {
-				text[i] = "-"
-			} else {
-				text[i] = string(raw[i])
-			}
-		}
-		lanes.Rows = append(lanes.Rows, obj)
-		lanes.Text = append(lanes.Text, text)
-	}
-	if err := rows.Err(); err != nil {
-		return lanes, fmt.Errorf("reading monitor_lanes: %w", err)
+		lanes.Rows = append(lanes.Rows, map[string]any{
+			"tenant_id": r.TenantID, "lane": r.Lane, "max_concurrent": r.MaxConcurrent,
+			"running": r.Running, "pending": r.Pending, "oldest_pending_age_ms": r.OldestPendingAgeMs,
+		})
+		lanes.Text = append(lanes.Text, []string{tenantText, r.Lane, strconv.FormatInt(r.MaxConcurrent, 10),
+			strconv.FormatInt(r.Running, 10), strconv.FormatInt(r.Pending, 10), strconv.FormatInt(r.OldestPendingAgeMs, 10)})
 	}
 	return lanes, nil
 }

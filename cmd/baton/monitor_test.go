@@ -185,28 +185,39 @@ func TestMonitorTablesAndJSON(t *testing.T) {
 	require.Empty(t, globex.StaleLocks.Rows)
 }
 
-// The monitor shows monitor_lanes whatever its columns, filtered by tenant.
-func TestMonitorShowsLanesWhenTheViewExists(t *testing.T) {
+// The lanes section reads monitor_lanes: the global lanes (shared by every
+// tenant, so they show whatever --tenant says) and the session lanes with
+// work of the tenant asked for.
+func TestMonitorShowsLanes(t *testing.T) {
 	t.Parallel()
 	url, conn := monitorDatabase(t)
-	// Stand in a view of other columns for the migration's own.
-	_, err := conn.Exec(context.Background(), `DROP VIEW monitor_lanes`)
+	ctx := context.Background()
+	_, err := conn.Exec(ctx, `INSERT INTO lane (tenant_id, name, max_concurrent) VALUES ('acme', 'session:th-a1', 1)`)
 	require.NoError(t, err)
-	_, err = conn.Exec(context.Background(), `CREATE VIEW monitor_lanes AS
-		SELECT tenant_id, lane, count(*)::bigint AS executions FROM agent_execution GROUP BY tenant_id, lane`)
+	_, err = conn.Exec(ctx, `UPDATE agent_execution SET session_key = 'session:th-a1' WHERE execution_id = 'ex-pending'`)
 	require.NoError(t, err)
 
 	got := runMonitorJSON(t, url, "--tenant", "acme")
 	require.True(t, got.Lanes.Available)
-	require.Equal(t, []string{"tenant_id", "lane", "executions"}, got.Lanes.Columns)
-	require.Equal(t, 1, got.Lanes.Total)
-	require.Equal(t, "acme", got.Lanes.Rows[0]["tenant_id"])
-	require.EqualValues(t, 5, got.Lanes.Rows[0]["executions"])
+	require.Equal(t, []string{"tenant_id", "lane", "max_concurrent", "running", "pending", "oldest_pending_age_ms"}, got.Lanes.Columns)
+	require.Equal(t, 4, got.Lanes.Total)
+	main := got.Lanes.Rows[1]
+	require.Equal(t, "", main["tenant_id"])
+	require.Equal(t, "main", main["lane"])
+	require.EqualValues(t, 4, main["max_concurrent"])
+	require.EqualValues(t, 1, main["running"])
+	require.EqualValues(t, 1, main["pending"])
+	session := got.Lanes.Rows[3]
+	require.Equal(t, "acme", session["tenant_id"])
+	require.Equal(t, "session:th-a1", session["lane"])
+	require.EqualValues(t, 1, session["max_concurrent"])
+	require.EqualValues(t, 1, session["pending"])
+	require.Equal(t, 3, runMonitorJSON(t, url, "--tenant", "globex").Lanes.Total, "another tenant's session lanes are not shown")
 
 	out, err := command(t, []string{"DATABASE_URL=" + url}, "monitor").CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	require.NotContains(t, string(out), "not available")
-	require.Regexp(t, `(?m)^LANES \(2\)\nTENANT_ID\s+LANE\s+EXECUTIONS\nacme\s+main\s+5\nglobex\s+main\s+2$`, string(out))
+	require.Regexp(t, `(?m)^LANES \(4\)\nTENANT_ID\s+LANE\s+MAX_CONCURRENT\s+RUNNING\s+PENDING\s+OLDEST_PENDING_AGE_MS\n\(all\)\s+cron\s+2\s+0\s+0\s+0\n\(all\)\s+main\s+4\s+1\s+1\s+\d+\n\(all\)\s+subagent\s+8\s+0\s+0\s+0\nacme\s+session:th-a1\s+1\s+0\s+1\s+\d+$`, string(out))
 }
 
 // --watch prints a frame per interval, clearing the screen between them, and

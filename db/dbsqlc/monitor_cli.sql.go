@@ -60,6 +60,53 @@ func (q *Queries) MonitorCLIActiveLocks(ctx context.Context, db DBTX, arg *Monit
 	return items, nil
 }
 
+const monitorCLILanes = `-- name: MonitorCLILanes :many
+SELECT tenant_id::text AS tenant_id, lane::text AS lane, max_concurrent::bigint AS max_concurrent,
+       running::bigint AS running, pending::bigint AS pending, oldest_pending_age_ms::bigint AS oldest_pending_age_ms
+FROM monitor_lanes
+WHERE $1::text = '' OR tenant_id = $1::text OR tenant_id = ''
+ORDER BY tenant_id, lane
+`
+
+type MonitorCLILanesRow struct {
+	TenantID           string
+	Lane               string
+	MaxConcurrent      int64
+	Running            int64
+	Pending            int64
+	OldestPendingAgeMs int64
+}
+
+// MonitorCLILanes reads monitor_lanes: the global lanes (tenant_id ”) and
+// the session lanes with work, of one tenant when tenant is set (the global
+// lanes always show: they are shared by every tenant).
+func (q *Queries) MonitorCLILanes(ctx context.Context, db DBTX, tenant string) ([]*MonitorCLILanesRow, error) {
+	rows, err := db.Query(ctx, monitorCLILanes, tenant)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []*MonitorCLILanesRow{}
+	for rows.Next() {
+		var i MonitorCLILanesRow
+		if err := rows.Scan(
+			&i.TenantID,
+			&i.Lane,
+			&i.MaxConcurrent,
+			&i.Running,
+			&i.Pending,
+			&i.OldestPendingAgeMs,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const monitorCLILanesAvailable = `-- name: MonitorCLILanesAvailable :one
 SELECT (to_regclass('monitor_lanes') IS NOT NULL)::boolean AS available
 `

@@ -44,3 +44,13 @@ LIMIT @max::integer;
 -- monitor_lanes view (added by the lanes migration).
 -- name: MonitorCLILanesAvailable :one
 SELECT (to_regclass('monitor_lanes') IS NOT NULL)::boolean AS available;
+
+-- MonitorCLILanes reads monitor_lanes: the global lanes (tenant_id '') and
+-- the session lanes with work, of one tenant when tenant is set (the global
+-- lanes always show: they are shared by every tenant).
+-- name: MonitorCLILanes :many
+SELECT tenant_id::text AS tenant_id, lane::text AS lane, max_concurrent::bigint AS max_concurrent,
+       running::bigint AS running, pending::bigint AS pending, oldest_pending_age_ms::bigint AS oldest_pending_age_ms
+FROM monitor_lanes
+WHERE @tenant::text = '' OR tenant_id = @tenant::text OR tenant_id = ''
+ORDER BY tenant_id, lane;
