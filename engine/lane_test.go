@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"sort"
 	"strings"
@@ -431,4 +432,40 @@ func TestSessionLaneAcrossTwoProcesses(t *testing.T) {
 	for p, n := range seen {
 		require.Equal(t, 1, n, p)
 	}
+}
+
+// A run admitted after waiting more than 2 s for a slot says so (seed 004:
+// "queued for …ms"), in the log and as a workflow.admitted event; one
+// admitted at once says nothing.
+func TestQueuedNoticeAfterTwoSeconds(t *testing.T) {
+	t.Parallel()
+	g := newGate()
+	logs := &logBuffer{}
+	b := setup(t, setupOpts{laneLimits: map[string]int{"main": 1}, tools: map[string]engine.ToolFunc{"gate": g.tool},
+		logger: slog.New(slog.NewJSONHandler(logs, nil))})
+	b.define(t, talker("holder", []string{"un momento"}, nil))
+	b.define(t, sender("late", []string{"hola"}))
+	holder := b.start(t, engine.StartParams{WorkflowID: "holder", Input: map[string]any{"key": "h"}})
+	g.waitEntered(t, "h")
+	late := b.start(t, engine.StartParams{WorkflowID: "late"})
+	require.Equal(t, engine.StatusPending, late.Status)
+	time.Sleep(2200 * time.Millisecond)
+	g.release("h")
+	require.Equal(t, engine.StatusCompleted, b.waitFor(t, holder.ExecutionID, terminal).Status)
+	require.Equal(t, engine.StatusCompleted, b.waitFor(t, late.ExecutionID, terminal).Status)
+
+	var queuedMS int64
+	require.NoError(t, b.pool.QueryRow(context.Background(), `SELECT (payload->>'queued_ms')::bigint FROM execution_event
+		WHERE execution_id = $1 AND action = 'workflow.admitted'`, late.ID).Scan(&queuedMS))
+	require.GreaterOrEqual(t, queuedMS, int64(2000))
+	require.Zero(t, countRows(t, b.pool, `SELECT count(*) FROM execution_event WHERE execution_id = $1 AND action = 'workflow.admitted'`, holder.ID))
+	var notices int
+	for _, line := range logs.lines(t) {
+		if msg, _ := line["msg"].(string); strings.Contains(msg, "queued for") {
+			notices++
+			require.Equal(t, late.ExecutionID, line["execution_id"])
+			require.Contains(t, msg, fmt.Sprintf("Execution %s queued for ", late.ExecutionID))
+		}
+	}
+	require.Equal(t, 1, notices)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -46,6 +47,8 @@ type setupOpts struct {
 	laneLimits map[string]int
 	// queue is the global inbound queue configuration.
 	queue engine.QueueConfig
+	// logger receives the engine's log lines; nil discards them.
+	logger *slog.Logger
 }
 
 var tenantSeq atomic.Int64
@@ -62,7 +65,7 @@ func setup(t *testing.T, opts setupOpts) *testBundle {
 	}
 	channel := &engine.MemoryChannel{}
 	eng, err := engine.New(engine.Config{Pool: pool, Tools: tools, Channel: channel, LockTimeout: opts.lockTimeout, DeferFirstStep: opts.insertOnly || opts.deferFirstStep,
-		CallbackAllowHosts: opts.allowHosts, CallbackSecret: []byte(opts.secret), LaneLimits: opts.laneLimits, Queue: opts.queue})
+		CallbackAllowHosts: opts.allowHosts, CallbackSecret: []byte(opts.secret), LaneLimits: opts.laneLimits, Queue: opts.queue, Logger: opts.logger})
 	require.NoError(t, err)
 	client, err := jobs.NewClient(pool, jobs.Config{Engine: eng, InsertOnly: opts.insertOnly})
 	require.NoError(t, err)

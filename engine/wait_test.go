@@ -1,9 +1,12 @@
 package engine_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -295,4 +298,67 @@ func currentWaitSeq(t *testing.T, b *testBundle, id int64) int32 {
 	var seq int32
 	require.NoError(t, b.pool.QueryRow(context.Background(), `SELECT wait_seq FROM agent_execution WHERE id = $1`, id).Scan(&seq))
 	return seq
+}
+
+// logBuffer collects JSON log lines from any goroutine.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *logBuffer) lines(t *testing.T) []map[string]any {
+	t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []map[string]any
+	for _, raw := range bytes.Split(l.buf.Bytes(), []byte("\n")) {
+		if len(raw) == 0 {
+			continue
+		}
+		var line map[string]any
+		require.NoError(t, json.Unmarshal(raw, &line))
+		out = append(out, line)
+	}
+	return out
+}
+
+// The seed's log lines go through slog with the execution, thread and
+// tenant: entering WAITING, resuming, continuing from the checkpoint, and
+// completed with its result.
+func TestSeedLogLines(t *testing.T) {
+	t.Parallel()
+	logs := &logBuffer{}
+	b := setup(t, setupOpts{logger: slog.New(slog.NewJSONHandler(logs, nil))})
+	b.define(t, waitWorkflow("logged", `{"id": "w", "type": "action", "actionType": "wait_for_event",
+	  "parameters": {"event_id": "go", "timeout": "1h"}, "next": "bye"}`))
+	x := b.start(t, engine.StartParams{WorkflowID: "logged", ThreadID: "th-logged"})
+	b.waitFor(t, x.ExecutionID, waiting)
+	b.publish(t, engine.PublishEventParams{TenantID: b.tenant, EventType: engine.EventTypeEventCompleted, EventID: "ev-logged",
+		ExecutionID: x.ExecutionID, Data: map[string]any{"event_id": "go"}})
+	require.Equal(t, engine.StatusCompleted, b.waitFor(t, x.ExecutionID, terminal).Status)
+
+	want := []string{
+		fmt.Sprintf("Execution %s entering WAITING state (waitingFor: event)", x.ExecutionID),
+		fmt.Sprintf("Resuming execution %s", x.ExecutionID),
+		"Continuing from checkpoint",
+		fmt.Sprintf("Execution %s completed with result: success", x.ExecutionID),
+	}
+	var got []string
+	for _, line := range logs.lines(t) {
+		msg, _ := line["msg"].(string)
+		if !slices.Contains(want, msg) {
+			continue
+		}
+		got = append(got, msg)
+		require.Equal(t, x.ExecutionID, line["execution_id"], msg)
+		require.Equal(t, b.tenant, line["tenant_id"], msg)
+		require.NotNil(t, line["thread_id"], msg)
+	}
+	require.Equal(t, want, got)
 }
