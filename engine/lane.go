@@ -112,9 +112,17 @@ func (e *Engine) ensureLane(ctx context.Context, db dbsqlc.DBTX, tenantID, name 
 // only); without, it reports false when another transaction holds it. A
 // global lane whose stored limit differs from this process's configuration
 // gets the configured one, under the lock.
+//
+// A missing row is created (ensureLane), which this process then remembers.
+// Should that memory be wrong — the row was created by a transaction of this
+// process that rolled back — a waiting lock finds no row even after
+// ensureLane: it forgets the lane, creates the row for real and tries again.
+// A try-lock cannot tell a missing row from a held one and reports false,
+// whose callers fall back to a lane.dispatch job, which waits and so
+// repairs it.
 func (e *Engine) lockLane(ctx context.Context, tx pgx.Tx, tenantID, name string, wait bool) (*dbsqlc.Lane, bool, error) {
 	tenant, key := laneKey(tenantID, name)
-	for attempt := 0; attempt < 2; attempt++ {
+	for attempt := 0; attempt < 3; attempt++ {
 		var l *dbsqlc.Lane
 		var err error
 		if wait {
@@ -135,11 +143,20 @@ func (e *Engine) lockLane(ctx context.Context, tx pgx.Tx, tenantID, name string,
 		if !errors.Is(err, pgx.ErrNoRows) {
 			return nil, false, fmt.Errorf("locking lane %s: %w", name, err)
 		}
-		if attempt == 0 {
+		switch {
+		case attempt == 0:
 			// The row may not exist yet (or, without wait, is held).
-			if err := e.ensureLane(ctx, tx, tenantID, name); err != nil {
-				return nil, false, err
+		case wait && attempt == 1:
+			// Waiting found no row although this process had seen it.
+			e.lanesKnown.Delete(tenant + "\x00" + key)
+		default:
+			if wait {
+				return nil, false, fmt.Errorf("locking lane %s: the row cannot be created", name)
 			}
+			return nil, false, nil
+		}
+		if err := e.ensureLane(ctx, tx, tenantID, name); err != nil {
+			return nil, false, err
 		}
 	}
 	return nil, false, nil

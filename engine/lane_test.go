@@ -469,3 +469,34 @@ func TestQueuedNoticeAfterTwoSeconds(t *testing.T) {
 	}
 	require.Equal(t, 1, notices)
 }
+
+// A lane first used by a start that rolls back (here: a duplicate
+// execution_id) leaves no row behind; the process that created and lost it
+// creates it again on the next use, whether that start waits for the lane
+// row (API starts) or only tries it (a lane.dispatch job then admits).
+func TestLaneCreatedByARolledBackStart(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	b.define(t, sender("note", []string{"hola"}))
+	b.start(t, engine.StartParams{WorkflowID: "note", ExecutionID: "taken"})
+	for i, laneFirst := range []bool{true, false} {
+		lane := fmt.Sprintf("custom-%d", i)
+		err := b.engine.WithTx(context.Background(), func(tx pgx.Tx) error {
+			_, err := b.engine.StartExecution(context.Background(), tx, engine.StartParams{TenantID: b.tenant, WorkflowID: "note",
+				ExecutionID: "taken", Lane: lane, LaneFirst: laneFirst})
+			return err
+		})
+		var conflict *engine.ConflictError
+		require.ErrorAs(t, err, &conflict)
+		require.Zero(t, countRows(t, b.pool, `SELECT count(*) FROM lane WHERE name = $1`, lane), "the rolled-back start left no lane row")
+
+		var x *engine.Execution
+		require.NoError(t, b.engine.WithTx(context.Background(), func(tx pgx.Tx) error {
+			var err error
+			x, err = b.engine.StartExecution(context.Background(), tx, engine.StartParams{TenantID: b.tenant, WorkflowID: "note",
+				Lane: lane, LaneFirst: laneFirst})
+			return err
+		}))
+		require.Equal(t, engine.StatusCompleted, b.waitFor(t, x.ExecutionID, terminal).Status, "lane %s", lane)
+	}
+}
