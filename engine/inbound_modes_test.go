@@ -4,7 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -455,4 +459,56 @@ func TestInboundDebounceWindow(t *testing.T) {
 	b.gate.waitEntered(t, prompt)
 	b.gate.release(prompt)
 	b.waitFor(t, runs[1].ExecutionID, terminal)
+}
+
+// A message steered in while the run's llm node is waiting for the model:
+// that answer is discarded and the node runs again, with the steered message
+// in the conversation and a new idempotency key.
+func TestInboundSteerRerunsAnLLMNode(t *testing.T) {
+	t.Parallel()
+	firstCall := make(chan struct{})
+	release := make(chan struct{})
+	var mu sync.Mutex
+	var keys []string
+	var lastMessages []any
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body map[string]any
+		_ = json.NewDecoder(r.Body).Decode(&body)
+		mu.Lock()
+		keys = append(keys, r.Header.Get("Idempotency-Key"))
+		n := len(keys)
+		lastMessages, _ = body["messages"].([]any)
+		mu.Unlock()
+		answer := "respuesta nueva"
+		if n == 1 {
+			close(firstCall)
+			<-release
+			answer = "respuesta vieja"
+		}
+		_, _ = fmt.Fprintf(w, `{"model":"tiny","choices":[{"index":0,"message":{"role":"assistant","content":%q},"finish_reason":"stop"}]}`, answer)
+	}))
+	t.Cleanup(srv.Close)
+	b := setup(t, setupOpts{specs: map[string]engine.ToolSpec{"chat": {Type: engine.ToolTypeLLM, BaseURL: srv.URL + "/v1", Model: "tiny"}}})
+	b.define(t, `{"workflow_id": "talk", "version": "1", "nodes": [
+	  {"id": "start", "type": "start", "next": "think"},
+	  {"id": "think", "type": "task", "task": "chat", "output": "reply", "inputs": {"prompt": "{{lastResponse}}"}, "next": "say"},
+	  {"id": "say", "type": "action", "actionType": "send_message", "parameters": {"message": "{{reply.content}}"}, "next": "end"},
+	  {"id": "end", "type": "end"}]}`)
+	_, _, err := b.engine.UpsertThread(context.Background(), b.pool, engine.ThreadUpsert{TenantID: b.tenant, ThreadID: "s", Channel: "web", Contact: "c",
+		DefaultWorkflowID: "talk", Queue: &engine.QueueSettings{Mode: "steer"}})
+	require.NoError(t, err)
+
+	first := b.inbound(t, "s", "hola", "m1")
+	<-firstCall
+	require.Equal(t, engine.OutcomeSteered, b.inbound(t, "s", "mejor en inglés", "m2").Outcome)
+	close(release)
+
+	x := b.waitFor(t, *first.ExecutionID, terminal)
+	require.Equal(t, engine.StatusCompleted, x.Status)
+	require.Equal(t, []string{"respuesta nueva"}, b.waitDelivered(t, "s", 1), "the answer given before the steer is not sent")
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, []string{x.ExecutionID + ":think:1", x.ExecutionID + ":think:2"}, keys)
+	require.Contains(t, fmt.Sprint(lastMessages), "mejor en inglés", "the rerun sees the steered message")
+	require.Equal(t, 1, countRows(t, b.pool, `SELECT count(*) FROM execution_event WHERE execution_id = $1 AND action = 'workflow.steered'`, x.ID))
 }

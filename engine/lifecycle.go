@@ -503,7 +503,12 @@ func (e *Engine) RestartTx(ctx context.Context, tx pgx.Tx, tenantID, executionID
 			reason = "restarted"
 		}
 		if _, err := e.CancelTx(ctx, tx, tenantID, executionID, cancelledBy, reason); err != nil {
-			return nil, err
+			// It may have ended since it was read: then there is nothing to
+			// cancel, and the restart goes on.
+			var lost *TransitionError
+			if !errors.As(err, &lost) {
+				return nil, err
+			}
 		}
 	}
 	var input, execCtx map[string]any

@@ -62,9 +62,7 @@ func (e *Engine) RunStepAttempt(ctx context.Context, executionID, stepSeq int64,
 		if pre.breakerWait > 0 {
 			// The tool's breaker is open: wait for its probe without spending
 			// an attempt or failing.
-			if err := e.recordBreakerPause(ctx, snap, node, pre.breakerWait); err != nil {
-				return err
-			}
+			e.recordBreakerPause(ctx, snap, node, pre.breakerWait)
 			return &SnoozeError{Delay: pre.breakerWait, Reason: fmt.Sprintf("circuit breaker of tool %s is open", node.Task)}
 		}
 		if pre.retryable() {
@@ -92,16 +90,25 @@ func (e *Engine) RunStepAttempt(ctx context.Context, executionID, stepSeq int64,
 		}
 		run = newStepRun(e, tx, def, row)
 		run.thread = thread
-		if steered > 0 && pre != nil && e.tools.isLLM(deref(row.CurrentNodeID), def) {
+		rerun := steered > 0 && pre != nil && e.tools.isLLM(deref(row.CurrentNodeID), def)
+		if rerun {
 			// The model answered without the steered messages: its answer is
-			// discarded and the node runs again (DESIGN.md, "Steer").
+			// discarded and the node runs again (DESIGN.md, "Steer"), from a
+			// checkpoint at the same node.
 			run.events.add("workflow.steered", "info", deref(row.CurrentNodeID),
 				fmt.Sprintf("Discarding the answer of node %s: %d steered message(s) arrived during the call", deref(row.CurrentNodeID), steered),
-				map[string]any{"step_id": deref(row.CurrentNodeID), "steered": steered})
+				map[string]any{"step_id": deref(row.CurrentNodeID), "steered": steered, "attempt": pre.attempt})
 			pre = nil
 		}
 		if err := run.advance(ctx, pre); err != nil {
 			return err
+		}
+		if rerun {
+			// The next call is the next attempt: a new idempotency key, so a
+			// tool that dedupes does not answer with the discarded reply.
+			if err := e.q.ExecutionSetNodeAttempt(ctx, tx, &dbsqlc.ExecutionSetNodeAttemptParams{ID: row.ID, NodeAttempt: row.NodeAttempt + 1}); err != nil {
+				return fmt.Errorf("keeping the attempt count of node %s: %w", deref(row.CurrentNodeID), err)
+			}
 		}
 		return complete(ctx, tx)
 	})

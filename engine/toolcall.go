@@ -197,13 +197,22 @@ const EventStepPaused = "workflow.step_paused"
 
 // recordBreakerPause writes a workflow.step_paused event for a step that
 // waits for the open breaker of its tool, so that the execution's log, its
-// WebSocket stream and SQL show why it is not moving.
-func (e *Engine) recordBreakerPause(ctx context.Context, x *dbsqlc.AgentExecution, node *Node, wait time.Duration) error {
+// WebSocket stream and SQL show why it is not moving. It writes once per
+// step and node attempt, and only while the execution is running at that
+// step; a failure to write is logged, never a reason to spend an attempt.
+func (e *Engine) recordBreakerPause(ctx context.Context, x *dbsqlc.AgentExecution, node *Node, wait time.Duration) {
 	msg := fmt.Sprintf("Step %s waits %s for the circuit breaker of tool %s", node.ID, wait.Round(time.Millisecond), node.Task)
-	e.WarnContext(ctx, msg, "execution_id", x.ExecutionID, "tenant_id", x.TenantID, "node_id", node.ID, "tool_id", node.Task)
-	events := &eventLog{tenantID: x.TenantID, executionID: x.ID}
-	events.add(EventStepPaused, "warn", node.ID, msg, map[string]any{
-		"step_id": node.ID, "tool_id": node.Task, "breaker": "open", "retry_after_ms": wait.Milliseconds(),
+	attrs := []any{"execution_id", x.ExecutionID, "tenant_id", x.TenantID, "node_id", node.ID, "tool_id", node.Task}
+	n, err := e.q.EventInsertStepPaused(ctx, e.pool, &dbsqlc.EventInsertStepPausedParams{
+		Message: msg, NodeID: node.ID, ExecutionID: x.ID, StepSeq: x.StepSeq, NodeAttempt: x.NodeAttempt,
+		Payload: mustJSON(map[string]any{"step_id": node.ID, "tool_id": node.Task, "breaker": "open",
+			"retry_after_ms": wait.Milliseconds(), "step_seq": x.StepSeq, "node_attempt": x.NodeAttempt}),
 	})
-	return e.WithTx(ctx, func(tx pgx.Tx) error { return events.write(ctx, e.q, tx) })
+	if err != nil {
+		e.WarnContext(ctx, "recording a breaker pause", append(attrs, "error", err)...)
+		return
+	}
+	if n > 0 {
+		e.WarnContext(ctx, msg, attrs...)
+	}
 }

@@ -202,3 +202,29 @@ down AS (
 SELECT down.id, down.parent_execution_id, down.status, down.depth::integer AS depth
 FROM down
 ORDER BY down.depth, down.id;
+
+-- name: ExecutionSetNodeAttempt :exec
+-- Carries the per-node attempt counter over a checkpoint at the same node: a
+-- task whose answer steered messages discarded runs again with the next
+-- attempt number, so its call has a new idempotency key.
+UPDATE agent_execution
+SET node_attempt = @node_attempt::integer
+WHERE id = @id::bigint;
+
+-- name: EventInsertStepPaused :execrows
+-- Writes a step's workflow.step_paused event once per pause: only while the
+-- execution is running at that step_seq, and once per step_seq and node
+-- attempt (a breaker that opens again after another failed call writes
+-- again).
+INSERT INTO execution_event (tenant_id, execution_id, action, level, message, node_id, payload)
+SELECT x.tenant_id, x.id, 'workflow.step_paused', 'warn', @message::text, @node_id::text, @payload::jsonb
+FROM agent_execution x
+WHERE x.id = @execution_id::bigint
+  AND x.status = 'running'
+  AND x.step_seq = @step_seq::bigint
+  AND x.node_attempt = @node_attempt::integer
+  AND NOT EXISTS (
+      SELECT 1 FROM execution_event e
+      WHERE e.execution_id = x.id AND e.action = 'workflow.step_paused'
+        AND (e.payload->>'step_seq')::bigint = @step_seq::bigint
+        AND (e.payload->>'node_attempt')::integer = @node_attempt::integer);
