@@ -16,7 +16,7 @@ import (
 func TestBenchSmoke(t *testing.T) {
 	t.Parallel()
 	out, err := command(t, nil, "bench", "--database-url", pgtest.ServerURL(), "--json",
-		"--duration", "1s", "--warmup", "200ms", "--chains", "4", "--concurrency", "4,8",
+		"--duration", "2s", "--warmup", "300ms", "--chains", "4", "--concurrency", "4,8",
 		"--commit-clients", "4", "--max-conns", "16").Output()
 	require.NoError(t, err, "%s", out)
 	var report benchReport
