@@ -40,6 +40,9 @@ type JobInserter interface {
 	// InsertLaneDispatch enqueues a lane.dispatch job that admits the
 	// lane's pending executions.
 	InsertLaneDispatch(ctx context.Context, tx pgx.Tx, lane string) error
+	// InsertLaneDispatchAt enqueues a lane.dispatch job due at at (within a
+	// poll interval): the moment a paused run may be admitted again.
+	InsertLaneDispatchAt(ctx context.Context, tx pgx.Tx, lane string, at time.Time) error
 	// InsertSessionFlush enqueues a session.flush job due at at (within a
 	// poll interval, not River's scheduler's 5 s) that starts the session's
 	// next run from its queued inbound messages.

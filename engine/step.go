@@ -60,10 +60,9 @@ func (e *Engine) RunStepAttempt(ctx context.Context, executionID, stepSeq int64,
 			return fmt.Errorf("step interrupted during tool call: %w", err)
 		}
 		if pre.breakerWait > 0 {
-			// The tool's breaker is open: wait for its probe without spending
-			// an attempt or failing.
-			e.recordBreakerPause(ctx, snap, node, pre.breakerWait)
-			return &SnoozeError{Delay: pre.breakerWait, Reason: fmt.Sprintf("circuit breaker of tool %s is open", node.Task)}
+			// The tool's breaker is open: wait for its probe off the lane,
+			// without spending an attempt or failing.
+			return e.pauseForBreaker(ctx, snap, node, pre.breakerWait, complete)
 		}
 		if pre.retryable() {
 			return e.scheduleRetry(ctx, snap, node, pre)

@@ -191,28 +191,46 @@ func (e *Engine) scheduleRetry(ctx context.Context, x *dbsqlc.AgentExecution, no
 }
 
 // EventStepPaused is written when a step waits for a tool's circuit breaker
-// instead of calling the tool: the execution stays running, no attempt is
-// spent, and the step runs again at the breaker's half-open probe.
+// instead of calling the tool: the execution goes back to pending, freeing
+// its lane slot, no attempt is spent, and it is admitted again for the
+// breaker's half-open probe.
 const EventStepPaused = "workflow.step_paused"
 
-// recordBreakerPause writes a workflow.step_paused event for a step that
-// waits for the open breaker of its tool, so that the execution's log, its
-// WebSocket stream and SQL show why it is not moving. It writes once per
-// step and node attempt, and only while the execution is running at that
-// step; a failure to write is logged, never a reason to spend an attempt.
-func (e *Engine) recordBreakerPause(ctx context.Context, x *dbsqlc.AgentExecution, node *Node, wait time.Duration) {
-	msg := fmt.Sprintf("Step %s waits %s for the circuit breaker of tool %s", node.ID, wait.Round(time.Millisecond), node.Task)
-	attrs := []any{"execution_id", x.ExecutionID, "tenant_id", x.TenantID, "node_id", node.ID, "tool_id", node.Task}
-	n, err := e.q.EventInsertStepPaused(ctx, e.pool, &dbsqlc.EventInsertStepPausedParams{
-		Message: msg, NodeID: node.ID, ExecutionID: x.ID, StepSeq: x.StepSeq, NodeAttempt: x.NodeAttempt,
-		Payload: mustJSON(map[string]any{"step_id": node.ID, "tool_id": node.Task, "breaker": "open",
-			"retry_after_ms": wait.Milliseconds(), "step_seq": x.StepSeq, "node_attempt": x.NodeAttempt}),
+// pauseForBreaker takes a running execution whose tool's circuit breaker is
+// open off its lane until the breaker lets a probe through (DESIGN.md,
+// "Decisions: Lanes"): running → pending, with queued_at at that moment, so
+// its slot goes to other work meanwhile; a lane.dispatch job due then admits
+// it again, ahead of new work. The workflow.step_paused event says why it is
+// not moving. One transaction, which also completes the step job; a job
+// whose checkpoint moved on changes nothing.
+func (e *Engine) pauseForBreaker(ctx context.Context, x *dbsqlc.AgentExecution, node *Node, wait time.Duration, complete CompleteFunc) error {
+	notBefore := time.Now().Add(wait)
+	return e.WithTx(ctx, func(tx pgx.Tx) error {
+		if _, err := e.lockThread(ctx, tx, x.ThreadID); err != nil {
+			return err
+		}
+		row, err := e.q.ExecutionPauseForBreaker(ctx, tx, &dbsqlc.ExecutionPauseForBreakerParams{ID: x.ID, StepSeq: x.StepSeq, NotBefore: notBefore})
+		if errors.Is(err, pgx.ErrNoRows) {
+			return complete(ctx, tx)
+		}
+		if err != nil {
+			return fmt.Errorf("pausing execution %s: %w", x.ExecutionID, err)
+		}
+		msg := fmt.Sprintf("Step %s waits %s for the circuit breaker of tool %s", node.ID, wait.Round(time.Millisecond), node.Task)
+		events := &eventLog{tenantID: row.TenantID, executionID: row.ID}
+		events.add(EventStepPaused, "warn", node.ID, msg, map[string]any{
+			"step_id": node.ID, "tool_id": node.Task, "breaker": "open", "retry_after_ms": wait.Milliseconds(), "not_before": notBefore.UTC(),
+		})
+		if err := events.write(ctx, e.q, tx); err != nil {
+			return err
+		}
+		if err := e.admitSoon(ctx, tx, row.Lane, 0); err != nil {
+			return err
+		}
+		if err := e.jobs.InsertLaneDispatchAt(ctx, tx, row.Lane, notBefore); err != nil {
+			return fmt.Errorf("scheduling the lane's dispatch: %w", err)
+		}
+		e.WarnContext(ctx, msg, "execution_id", x.ExecutionID, "tenant_id", x.TenantID, "node_id", node.ID, "tool_id", node.Task, "lane", row.Lane)
+		return complete(ctx, tx)
 	})
-	if err != nil {
-		e.WarnContext(ctx, "recording a breaker pause", append(attrs, "error", err)...)
-		return
-	}
-	if n > 0 {
-		e.WarnContext(ctx, msg, attrs...)
-	}
 }

@@ -227,8 +227,8 @@ func TestToolErrorClasses(t *testing.T) {
 }
 
 // A dead tool opens its breaker after N failures; executions that need it
-// pause (still running, no attempts spent, no calls) and continue after the
-// cooldown once the tool is back.
+// pause (pending, off their lane, no attempts spent, no calls) and continue
+// after the cooldown once the tool is back.
 func TestBreakerPausesExecutionsUntilToolIsBack(t *testing.T) {
 	t.Parallel()
 	var dead atomic.Bool
@@ -264,11 +264,12 @@ func TestBreakerPausesExecutionsUntilToolIsBack(t *testing.T) {
 	second := b.start(t, engine.StartParams{WorkflowID: "retry"})
 	time.Sleep(300 * time.Millisecond)
 	if time.Now().Before(status.OpenUntil.Add(-100 * time.Millisecond)) {
-		// Still open: nobody called the tool, nobody failed, no attempt burned.
+		// Still open: nobody called the tool, nobody failed, no attempt
+		// burned, and both wait off their lane (pending) for the probe.
 		require.Equal(t, 3, tool.count())
 		for _, x := range []*engine.Execution{first, second} {
 			cur := b.get(t, x.ExecutionID)
-			require.Equal(t, engine.StatusRunning, cur.Status)
+			require.Equal(t, engine.StatusPending, cur.Status)
 			require.Equal(t, "call", *cur.CurrentNodeID)
 		}
 		require.Equal(t, 3, countRows(t, b.pool, `SELECT node_attempt FROM agent_execution WHERE id = $1`, first.ID))
@@ -407,4 +408,42 @@ func TestToolTimeoutRetriedWithExponentialBackoff(t *testing.T) {
 	require.Equal(t, engine.StatusFailed, failed.Status)
 	require.Equal(t, engine.CodeTimeout, *failed.ErrorCode)
 	require.Len(t, tool.keys(y.ExecutionID), 4, "the first call and three retries")
+}
+
+// While a tool's breaker is open, the runs that need it give their lane
+// slot back: with main limited to one, a run that needs no tool completes
+// meanwhile, and the paused run completes once the tool is back.
+func TestBreakerPauseFreesTheLaneSlot(t *testing.T) {
+	t.Parallel()
+	var dead atomic.Bool
+	dead.Store(true)
+	tool := newToolServer(t, func(int, map[string]any) (int, any) {
+		if dead.Load() {
+			return 503, map[string]any{"error": "down"}
+		}
+		return 200, map[string]any{"ok": true}
+	})
+	b := setup(t, setupOpts{laneLimits: map[string]int{"main": 1}, specs: map[string]engine.ToolSpec{"flaky": {
+		Type: engine.ToolTypeHTTP, URL: tool.URL,
+		Retry:   &engine.RetryPolicy{Max: 10, Backoff: engine.BackoffLinear, DelayMS: 20},
+		Breaker: engine.BreakerSettings{Failures: 2, Cooldown: 2 * time.Second},
+	}}})
+	b.define(t, strings.Replace(retryWorkflow, `"retry": {"max": 3, "backoff": "linear", "delay_ms": 20}, `, "", 1))
+	b.define(t, sender("quick", []string{"sin herramienta"}))
+
+	stuck := b.start(t, engine.StartParams{WorkflowID: "retry"})
+	b.waitFor(t, stuck.ExecutionID, func(x *engine.Execution) bool { return x.Status == engine.StatusPending })
+	var lane struct{ running, pending int }
+	require.NoError(t, b.pool.QueryRow(context.Background(), `SELECT running, pending FROM monitor_lanes WHERE lane = 'main'`).Scan(&lane.running, &lane.pending))
+	require.Equal(t, 0, lane.running, "the paused run holds no slot")
+	require.Equal(t, 1, lane.pending)
+
+	quick := b.start(t, engine.StartParams{WorkflowID: "quick"})
+	require.Equal(t, engine.StatusCompleted, quick.Status, "admitted at once: the slot was free")
+	require.Equal(t, engine.StatusPending, b.get(t, stuck.ExecutionID).Status)
+
+	dead.Store(false)
+	done := b.waitFor(t, stuck.ExecutionID, terminal)
+	require.Equal(t, engine.StatusCompleted, done.Status, "%+v", done)
+	require.Equal(t, 1, countRows(t, b.pool, `SELECT count(*) FROM execution_event WHERE execution_id = $1 AND action = 'workflow.step_paused'`, stuck.ID))
 }

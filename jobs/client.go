@@ -150,7 +150,7 @@ func RiverConfig(cfg Config, workers *river.Workers) (*river.Config, error) {
 		JobTimeout:           StepTimeout,
 		RescueStuckJobsAfter: cfg.RescueStuckJobsAfter,
 		MaxAttempts:          25,
-		Middleware:           []rivertype.Middleware{&preciseTimers{kinds: map[string]bool{WaitTimeoutArgs{}.Kind(): true, SessionFlushArgs{}.Kind(): true}}},
+		Middleware:           []rivertype.Middleware{&preciseTimers{kinds: map[string]bool{WaitTimeoutArgs{}.Kind(): true, SessionFlushArgs{}.Kind(): true, LaneDispatchArgs{}.Kind(): true}}},
 	}
 	if !cfg.InsertOnly {
 		rc.Queues = map[string]river.QueueConfig{

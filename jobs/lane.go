@@ -49,6 +49,13 @@ func (i *Inserter) InsertLaneDispatch(ctx context.Context, tx pgx.Tx, lane strin
 	return err
 }
 
+// InsertLaneDispatchAt enqueues a lane.dispatch job due at at; the timer
+// middleware makes it fire within a poll interval of at.
+func (i *Inserter) InsertLaneDispatchAt(ctx context.Context, tx pgx.Tx, lane string, at time.Time) error {
+	_, err := i.Client.InsertTx(ctx, tx, LaneDispatchArgs{Lane: lane}, &river.InsertOpts{Queue: QueueHigh, Priority: 1, MaxAttempts: 50, ScheduledAt: at})
+	return err
+}
+
 // SessionFlushWorker runs session.flush jobs.
 type SessionFlushWorker struct {
 	river.WorkerDefaults[SessionFlushArgs]

@@ -10,49 +10,6 @@ import (
 	"encoding/json"
 )
 
-const eventInsertStepPaused = `-- name: EventInsertStepPaused :execrows
-INSERT INTO execution_event (tenant_id, execution_id, action, level, message, node_id, payload)
-SELECT x.tenant_id, x.id, 'workflow.step_paused', 'warn', $1::text, $2::text, $3::jsonb
-FROM agent_execution x
-WHERE x.id = $4::bigint
-  AND x.status = 'running'
-  AND x.step_seq = $5::bigint
-  AND x.node_attempt = $6::integer
-  AND NOT EXISTS (
-      SELECT 1 FROM execution_event e
-      WHERE e.execution_id = x.id AND e.action = 'workflow.step_paused'
-        AND (e.payload->>'step_seq')::bigint = $5::bigint
-        AND (e.payload->>'node_attempt')::integer = $6::integer)
-`
-
-type EventInsertStepPausedParams struct {
-	Message     string
-	NodeID      string
-	Payload     json.RawMessage
-	ExecutionID int64
-	StepSeq     int64
-	NodeAttempt int32
-}
-
-// Writes a step's workflow.step_paused event once per pause: only while the
-// execution is running at that step_seq, and once per step_seq and node
-// attempt (a breaker that opens again after another failed call writes
-// again).
-func (q *Queries) EventInsertStepPaused(ctx context.Context, db DBTX, arg *EventInsertStepPausedParams) (int64, error) {
-	result, err := db.Exec(ctx, eventInsertStepPaused,
-		arg.Message,
-		arg.NodeID,
-		arg.Payload,
-		arg.ExecutionID,
-		arg.StepSeq,
-		arg.NodeAttempt,
-	)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected(), nil
-}
-
 const executionAncestors = `-- name: ExecutionAncestors :many
 WITH RECURSIVE chain AS (
     SELECT e.id, e.parent_execution_id, e.can_inherit_lock, 0 AS depth

@@ -7,6 +7,7 @@ package dbsqlc
 
 import (
 	"context"
+	"time"
 )
 
 const executionAdmit = `-- name: ExecutionAdmit :one
@@ -27,6 +28,83 @@ RETURNING id, tenant_id, execution_id, workflow_id, version, status, lane, sessi
 // pending → running: the lane admitted it.
 func (q *Queries) ExecutionAdmit(ctx context.Context, db DBTX, id int64) (*AgentExecution, error) {
 	row := db.QueryRow(ctx, executionAdmit, id)
+	var i AgentExecution
+	err := row.Scan(
+		&i.ID,
+		&i.TenantID,
+		&i.ExecutionID,
+		&i.WorkflowID,
+		&i.Version,
+		&i.Status,
+		&i.Lane,
+		&i.SessionKey,
+		&i.ThreadID,
+		&i.ParentExecutionID,
+		&i.CanInheritLock,
+		&i.RestartedFrom,
+		&i.CurrentNodeID,
+		&i.CurrentStepStartedAt,
+		&i.Input,
+		&i.Context,
+		&i.Variables,
+		&i.ConversationHistory,
+		&i.NodePath,
+		&i.StepsCompleted,
+		&i.TotalSteps,
+		&i.StepSeq,
+		&i.WaitingFor,
+		&i.WaitingUntil,
+		&i.WaitingData,
+		&i.WaitSeq,
+		&i.EventData,
+		&i.ResultType,
+		&i.ResultSummary,
+		&i.Result,
+		&i.ErrorCode,
+		&i.ErrorMessage,
+		&i.FailedNodeID,
+		&i.CancelledBy,
+		&i.CancelReason,
+		&i.CorrelationID,
+		&i.IdempotencyKey,
+		&i.CallbackUrl,
+		&i.Priority,
+		&i.CreatedAt,
+		&i.StartedAt,
+		&i.UpdatedAt,
+		&i.CompletedAt,
+		&i.NodeAttempt,
+		&i.ErrorDetails,
+		&i.LockInheritedFrom,
+		&i.QueuedAt,
+		&i.AdmitFirst,
+	)
+	return &i, err
+}
+
+const executionPauseForBreaker = `-- name: ExecutionPauseForBreaker :one
+UPDATE agent_execution
+SET status = 'pending',
+    admit_first = true,
+    queued_at = $1::timestamptz,
+    updated_at = now()
+WHERE id = $2::bigint
+  AND status = 'running'
+  AND step_seq = $3::bigint
+RETURNING id, tenant_id, execution_id, workflow_id, version, status, lane, session_key, thread_id, parent_execution_id, can_inherit_lock, restarted_from, current_node_id, current_step_started_at, input, context, variables, conversation_history, node_path, steps_completed, total_steps, step_seq, waiting_for, waiting_until, waiting_data, wait_seq, event_data, result_type, result_summary, result, error_code, error_message, failed_node_id, cancelled_by, cancel_reason, correlation_id, idempotency_key, callback_url, priority, created_at, started_at, updated_at, completed_at, node_attempt, error_details, lock_inherited_from, queued_at, admit_first
+`
+
+type ExecutionPauseForBreakerParams struct {
+	NotBefore time.Time
+	ID        int64
+	StepSeq   int64
+}
+
+// running → pending until a tool's circuit breaker lets a probe through: the
+// run frees its lane slot, and admission takes it again (ahead of new work)
+// from @not_before on, its queued_at.
+func (q *Queries) ExecutionPauseForBreaker(ctx context.Context, db DBTX, arg *ExecutionPauseForBreakerParams) (*AgentExecution, error) {
+	row := db.QueryRow(ctx, executionPauseForBreaker, arg.NotBefore, arg.ID, arg.StepSeq)
 	var i AgentExecution
 	err := row.Scan(
 		&i.ID,
@@ -287,7 +365,7 @@ func (q *Queries) LaneLock(ctx context.Context, db DBTX, arg *LaneLockParams) (*
 
 const lanePendingCandidates = `-- name: LanePendingCandidates :many
 SELECT id, tenant_id, execution_id, workflow_id, version, status, lane, session_key, thread_id, parent_execution_id, can_inherit_lock, restarted_from, current_node_id, current_step_started_at, input, context, variables, conversation_history, node_path, steps_completed, total_steps, step_seq, waiting_for, waiting_until, waiting_data, wait_seq, event_data, result_type, result_summary, result, error_code, error_message, failed_node_id, cancelled_by, cancel_reason, correlation_id, idempotency_key, callback_url, priority, created_at, started_at, updated_at, completed_at, node_attempt, error_details, lock_inherited_from, queued_at, admit_first FROM agent_execution
-WHERE lane = $1::text AND status = 'pending'
+WHERE lane = $1::text AND status = 'pending' AND queued_at <= clock_timestamp()
 ORDER BY admit_first DESC, queued_at, id
 LIMIT $2::integer
 FOR UPDATE SKIP LOCKED
@@ -299,7 +377,8 @@ type LanePendingCandidatesParams struct {
 }
 
 // The lane's pending executions in admission order (resumed ones first,
-// then oldest first), skipping rows another transaction holds.
+// then oldest first), skipping rows another transaction holds and runs
+// paused until later (queued_at in the future: a tool's breaker is open).
 func (q *Queries) LanePendingCandidates(ctx context.Context, db DBTX, arg *LanePendingCandidatesParams) ([]*AgentExecution, error) {
 	rows, err := db.Query(ctx, lanePendingCandidates, arg.Lane, arg.Max)
 	if err != nil {

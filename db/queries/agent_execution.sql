@@ -210,21 +210,3 @@ ORDER BY down.depth, down.id;
 UPDATE agent_execution
 SET node_attempt = @node_attempt::integer
 WHERE id = @id::bigint;
-
--- name: EventInsertStepPaused :execrows
--- Writes a step's workflow.step_paused event once per pause: only while the
--- execution is running at that step_seq, and once per step_seq and node
--- attempt (a breaker that opens again after another failed call writes
--- again).
-INSERT INTO execution_event (tenant_id, execution_id, action, level, message, node_id, payload)
-SELECT x.tenant_id, x.id, 'workflow.step_paused', 'warn', @message::text, @node_id::text, @payload::jsonb
-FROM agent_execution x
-WHERE x.id = @execution_id::bigint
-  AND x.status = 'running'
-  AND x.step_seq = @step_seq::bigint
-  AND x.node_attempt = @node_attempt::integer
-  AND NOT EXISTS (
-      SELECT 1 FROM execution_event e
-      WHERE e.execution_id = x.id AND e.action = 'workflow.step_paused'
-        AND (e.payload->>'step_seq')::bigint = @step_seq::bigint
-        AND (e.payload->>'node_attempt')::integer = @node_attempt::integer);

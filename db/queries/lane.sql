@@ -29,9 +29,10 @@ WHERE tenant_id = @tenant_id::text AND session_key = @session_key::text AND stat
 
 -- name: LanePendingCandidates :many
 -- The lane's pending executions in admission order (resumed ones first,
--- then oldest first), skipping rows another transaction holds.
+-- then oldest first), skipping rows another transaction holds and runs
+-- paused until later (queued_at in the future: a tool's breaker is open).
 SELECT * FROM agent_execution
-WHERE lane = @lane::text AND status = 'pending'
+WHERE lane = @lane::text AND status = 'pending' AND queued_at <= clock_timestamp()
 ORDER BY admit_first DESC, queued_at, id
 LIMIT @max::integer
 FOR UPDATE SKIP LOCKED;
@@ -61,6 +62,20 @@ SET status = 'pending',
     updated_at = now()
 WHERE id = @id::bigint
   AND status = 'running'
+RETURNING *;
+
+-- name: ExecutionPauseForBreaker :one
+-- running → pending until a tool's circuit breaker lets a probe through: the
+-- run frees its lane slot, and admission takes it again (ahead of new work)
+-- from @not_before on, its queued_at.
+UPDATE agent_execution
+SET status = 'pending',
+    admit_first = true,
+    queued_at = @not_before::timestamptz,
+    updated_at = now()
+WHERE id = @id::bigint
+  AND status = 'running'
+  AND step_seq = @step_seq::bigint
 RETURNING *;
 
 -- name: LaneArmDispatch :one
