@@ -27,6 +27,10 @@ const (
 // name: main 4, subagent 8, cron 2; any other lane gets 1.
 var DefaultLaneLimits = map[string]int{LaneMain: 4, LaneSubagent: 8, LaneCron: 2}
 
+// dispatchRetryDelay is how soon a lane.dispatch that found the head of its
+// lane held by another transaction looks again.
+const dispatchRetryDelay = 50 * time.Millisecond
+
 // queuedNotice is how long a run may wait for admission before its start
 // logs "queued for Nms" (seed 004: "más de ~2 s").
 const queuedNotice = 2 * time.Second
@@ -186,13 +190,34 @@ func (e *Engine) admitLocked(ctx context.Context, tx pgx.Tx, l *dbsqlc.Lane, wai
 	if free <= 0 {
 		return out, nil
 	}
-	cands, err := e.q.LanePendingCandidates(ctx, tx, &dbsqlc.LanePendingCandidatesParams{Lane: l.Name, Max: int32(free*4 + 32)})
+	window := int32(free*4 + 32)
+	cands, err := e.q.LanePendingCandidates(ctx, tx, &dbsqlc.LanePendingCandidatesParams{Lane: l.Name, Max: window})
 	if err != nil {
 		return out, fmt.Errorf("reading pending executions of lane %s: %w", l.Name, err)
 	}
-	busy := map[string]bool{}
+	if len(cands) == 0 {
+		return out, nil
+	}
+	// The candidates skip rows another transaction holds. Admission walks
+	// the lane's order instead and stops at the first run it could not lock
+	// (FIFO): a later round, or the dispatch job that retry asks for, takes
+	// it.
+	order, err := e.q.LanePendingOrder(ctx, tx, &dbsqlc.LanePendingOrderParams{Lane: l.Name, Max: window})
+	if err != nil {
+		return out, fmt.Errorf("reading the order of lane %s: %w", l.Name, err)
+	}
+	locked := make(map[int64]*dbsqlc.AgentExecution, len(cands))
 	for _, c := range cands {
+		locked[c.ID] = c
+	}
+	busy := map[string]bool{}
+	for _, id := range order {
 		if free == 0 {
+			break
+		}
+		c, ok := locked[id]
+		if !ok {
+			out.retry = true
 			break
 		}
 		if c.SessionKey != nil {
@@ -317,11 +342,19 @@ func (e *Engine) DispatchLane(ctx context.Context, lane string, complete Complet
 		if err != nil {
 			return err
 		}
-		if _, err := e.admitLocked(ctx, tx, l, true, 0); err != nil {
+		res, err := e.admitLocked(ctx, tx, l, true, 0)
+		if err != nil {
 			return err
 		}
 		if err := e.q.LaneDisarmDispatch(ctx, tx, lane); err != nil {
 			return fmt.Errorf("disarming lane.dispatch: %w", err)
+		}
+		if res.retry {
+			// The head of the lane was held by another transaction: look
+			// again shortly.
+			if err := e.jobs.InsertLaneDispatchAt(ctx, tx, lane, time.Now().Add(dispatchRetryDelay)); err != nil {
+				return fmt.Errorf("re-enqueueing lane.dispatch: %w", err)
+			}
 		}
 		return complete(ctx, tx)
 	})

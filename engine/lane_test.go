@@ -500,3 +500,38 @@ func TestLaneCreatedByARolledBackStart(t *testing.T) {
 		require.Equal(t, engine.StatusCompleted, b.waitFor(t, x.ExecutionID, terminal).Status, "lane %s", lane)
 	}
 }
+
+// Admission is FIFO even while another transaction holds the head of the
+// lane: the runs behind it wait, and it goes first once it is free.
+func TestAdmissionWaitsForAHeldHead(t *testing.T) {
+	t.Parallel()
+	g := newGate()
+	b := setup(t, setupOpts{laneLimits: map[string]int{"main": 1}, tools: map[string]engine.ToolFunc{"gate": g.tool}})
+	b.define(t, talker("holder", []string{"un momento"}, nil))
+	b.define(t, sender("next", []string{"hola"}))
+	holder := b.start(t, engine.StartParams{WorkflowID: "holder", Input: map[string]any{"key": "h"}})
+	g.waitEntered(t, "h")
+	first := b.start(t, engine.StartParams{WorkflowID: "next"})
+	second := b.start(t, engine.StartParams{WorkflowID: "next"})
+	require.Equal(t, engine.StatusPending, first.Status)
+	require.Equal(t, engine.StatusPending, second.Status)
+
+	// Another transaction holds the head's row while the slot frees.
+	ctx := context.Background()
+	other, err := b.pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = other.Rollback(ctx) }()
+	_, err = other.Exec(ctx, `SELECT id FROM agent_execution WHERE id = $1 FOR UPDATE`, first.ID)
+	require.NoError(t, err)
+	g.release("h")
+	require.Equal(t, engine.StatusCompleted, b.waitFor(t, holder.ExecutionID, terminal).Status)
+	time.Sleep(400 * time.Millisecond)
+	require.Equal(t, engine.StatusPending, b.get(t, second.ExecutionID).Status, "nothing jumps the queue")
+	require.NoError(t, other.Commit(ctx))
+
+	f := b.waitFor(t, first.ExecutionID, terminal)
+	s := b.waitFor(t, second.ExecutionID, terminal)
+	require.Equal(t, engine.StatusCompleted, f.Status)
+	require.Equal(t, engine.StatusCompleted, s.Status)
+	require.True(t, f.StartedAt.Before(*s.StartedAt), "admitted in order")
+}

@@ -448,6 +448,42 @@ func (q *Queries) LanePendingCandidates(ctx context.Context, db DBTX, arg *LaneP
 	return items, nil
 }
 
+const lanePendingOrder = `-- name: LanePendingOrder :many
+SELECT id FROM agent_execution
+WHERE lane = $1::text AND status = 'pending' AND queued_at <= clock_timestamp()
+ORDER BY admit_first DESC, queued_at, id
+LIMIT $2::integer
+`
+
+type LanePendingOrderParams struct {
+	Lane string
+	Max  int32
+}
+
+// The ids of the lane's admissible pending executions in admission order,
+// without locking: admission compares them with the candidates it could
+// lock, so that it never admits past an earlier run another transaction
+// holds at that moment.
+func (q *Queries) LanePendingOrder(ctx context.Context, db DBTX, arg *LanePendingOrderParams) ([]int64, error) {
+	rows, err := db.Query(ctx, lanePendingOrder, arg.Lane, arg.Max)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []int64{}
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const laneSetLimit = `-- name: LaneSetLimit :exec
 UPDATE lane SET max_concurrent = $1::integer, updated_at = now()
 WHERE tenant_id = $2::text AND name = $3::text

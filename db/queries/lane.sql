@@ -37,6 +37,16 @@ ORDER BY admit_first DESC, queued_at, id
 LIMIT @max::integer
 FOR UPDATE SKIP LOCKED;
 
+-- name: LanePendingOrder :many
+-- The ids of the lane's admissible pending executions in admission order,
+-- without locking: admission compares them with the candidates it could
+-- lock, so that it never admits past an earlier run another transaction
+-- holds at that moment.
+SELECT id FROM agent_execution
+WHERE lane = @lane::text AND status = 'pending' AND queued_at <= clock_timestamp()
+ORDER BY admit_first DESC, queued_at, id
+LIMIT @max::integer;
+
 -- name: ExecutionAdmit :one
 -- pending → running: the lane admitted it.
 UPDATE agent_execution
