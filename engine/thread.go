@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/batonrun/baton/db/dbsqlc"
 )
@@ -81,14 +80,21 @@ func (e *Engine) UpsertThread(ctx context.Context, db dbsqlc.DBTX, p ThreadUpser
 	if p.DefaultWorkflowID != "" {
 		def = &p.DefaultWorkflowID
 	}
-	row, err := e.q.ThreadUpsertByContact(ctx, db, &dbsqlc.ThreadUpsertByContactParams{
+	created := true
+	row, err := e.q.ThreadInsertByContact(ctx, db, &dbsqlc.ThreadInsertByContactParams{
 		TenantID: p.TenantID, ThreadID: p.ThreadID, Channel: p.Channel, Contact: p.Contact, DefaultWorkflowID: def,
 	})
-	if err != nil {
-		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) && pgErr.ConstraintName == "thread_thread_id_key" {
+	if errors.Is(err, pgx.ErrNoRows) {
+		created = false
+		row, err = e.q.ThreadUpdateByContact(ctx, db, &dbsqlc.ThreadUpdateByContactParams{
+			TenantID: p.TenantID, Channel: p.Channel, Contact: p.Contact, DefaultWorkflowID: def,
+		})
+		if errors.Is(err, pgx.ErrNoRows) {
+			// The insert met the thread id, which another contact has.
 			return nil, false, &ConflictError{Code: "thread.upsert.thread_id_in_use", Message: fmt.Sprintf("thread_id %q belongs to another channel and contact", p.ThreadID)}
 		}
+	}
+	if err != nil {
 		return nil, false, fmt.Errorf("upserting thread: %w", err)
 	}
 	if p.Queue != nil {
@@ -100,7 +106,7 @@ func (e *Engine) UpsertThread(ctx context.Context, db dbsqlc.DBTX, p ThreadUpser
 		}
 	}
 	t, err := e.GetThread(ctx, db, p.TenantID, row.ThreadID)
-	return t, row.Created, err
+	return t, created, err
 }
 
 func validateQueueSettings(q *QueueSettings) error {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -259,4 +260,43 @@ func TestConcurrentFirstUseOfAThread(t *testing.T) {
 		}
 		require.Equal(t, 1, countRows(t, b.pool, `SELECT count(*) FROM thread WHERE tenant_id = $1 AND thread_id = $2`, b.tenant, thread))
 	}
+}
+
+// Upserts of one new (channel, contact) at once all succeed on one thread,
+// exactly one of them creating it; a thread id another contact has is a
+// conflict.
+func TestConcurrentThreadUpserts(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	for round := range 5 {
+		contact := fmt.Sprintf("+52155500%02d", round)
+		var wg sync.WaitGroup
+		var created atomic.Int32
+		errs := make([]error, 20)
+		for i := range 20 {
+			wg.Go(func() {
+				errs[i] = b.engine.WithTx(context.Background(), func(tx pgx.Tx) error {
+					th, isNew, err := b.engine.UpsertThread(context.Background(), tx, engine.ThreadUpsert{TenantID: b.tenant, ThreadID: "wa-" + contact,
+						Channel: "whatsapp", Contact: contact})
+					if err == nil && isNew {
+						created.Add(1)
+					}
+					if err == nil && th.ThreadID != "wa-"+contact {
+						return fmt.Errorf("got thread %s", th.ThreadID)
+					}
+					return err
+				})
+			})
+		}
+		wg.Wait()
+		for i, err := range errs {
+			require.NoError(t, err, "upsert %d of %s", i, contact)
+		}
+		require.EqualValues(t, 1, created.Load())
+	}
+	_, _, err := b.engine.UpsertThread(context.Background(), b.pool, engine.ThreadUpsert{TenantID: b.tenant, ThreadID: "wa-+5215550000",
+		Channel: "web", Contact: "someone-else"})
+	var conflict *engine.ConflictError
+	require.ErrorAs(t, err, &conflict)
+	require.Equal(t, "thread.upsert.thread_id_in_use", conflict.Code)
 }

@@ -8,7 +8,6 @@ package dbsqlc
 import (
 	"context"
 	"encoding/json"
-	"time"
 )
 
 const activeLockList = `-- name: ActiveLockList :many
@@ -201,6 +200,53 @@ func (q *Queries) ThreadGetByThreadID(ctx context.Context, db DBTX, arg *ThreadG
 	return &i, err
 }
 
+const threadInsertByContact = `-- name: ThreadInsertByContact :one
+INSERT INTO thread (tenant_id, thread_id, channel, contact, default_workflow_id)
+VALUES ($1::text, $2::text, $3::text, $4::text, $5::text)
+ON CONFLICT DO NOTHING
+RETURNING id, tenant_id, thread_id, channel, contact, default_workflow_id, active_execution_id, execution_locked_at, queue_settings, created_at, updated_at, drain_pending, drain_pending_since, drain_requested
+`
+
+type ThreadInsertByContactParams struct {
+	TenantID          string
+	ThreadID          string
+	Channel           string
+	Contact           string
+	DefaultWorkflowID *string
+}
+
+// Creates the thread of a (channel, contact); no row when that contact, or
+// the thread id, already has a thread. Without a conflict target, two
+// creations at once wait for each other whichever unique key they meet
+// first, instead of one failing on the key that is not the target.
+func (q *Queries) ThreadInsertByContact(ctx context.Context, db DBTX, arg *ThreadInsertByContactParams) (*Thread, error) {
+	row := db.QueryRow(ctx, threadInsertByContact,
+		arg.TenantID,
+		arg.ThreadID,
+		arg.Channel,
+		arg.Contact,
+		arg.DefaultWorkflowID,
+	)
+	var i Thread
+	err := row.Scan(
+		&i.ID,
+		&i.TenantID,
+		&i.ThreadID,
+		&i.Channel,
+		&i.Contact,
+		&i.DefaultWorkflowID,
+		&i.ActiveExecutionID,
+		&i.ExecutionLockedAt,
+		&i.QueueSettings,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.DrainPending,
+		&i.DrainPendingSince,
+		&i.DrainRequested,
+	)
+	return &i, err
+}
+
 const threadInsertIfAbsent = `-- name: ThreadInsertIfAbsent :one
 INSERT INTO thread (tenant_id, thread_id, channel, contact)
 VALUES ($1::text, $2::text, $3::text, $4::text)
@@ -372,51 +418,31 @@ func (q *Queries) ThreadSetQueueSettings(ctx context.Context, db DBTX, arg *Thre
 	return err
 }
 
-const threadUpsertByContact = `-- name: ThreadUpsertByContact :one
-INSERT INTO thread (tenant_id, thread_id, channel, contact, default_workflow_id)
-VALUES ($1::text, $2::text, $3::text, $4::text, $5::text)
-ON CONFLICT (tenant_id, channel, contact) DO UPDATE
-SET default_workflow_id = coalesce(excluded.default_workflow_id, thread.default_workflow_id),
+const threadUpdateByContact = `-- name: ThreadUpdateByContact :one
+UPDATE thread
+SET default_workflow_id = coalesce($1::text, default_workflow_id),
     updated_at = now()
-RETURNING id, tenant_id, thread_id, channel, contact, default_workflow_id, active_execution_id, execution_locked_at, queue_settings, created_at, updated_at, drain_pending, drain_pending_since, drain_requested, (xmax = 0)::boolean AS created
+WHERE tenant_id = $2::text AND channel = $3::text AND contact = $4::text
+RETURNING id, tenant_id, thread_id, channel, contact, default_workflow_id, active_execution_id, execution_locked_at, queue_settings, created_at, updated_at, drain_pending, drain_pending_since, drain_requested
 `
 
-type ThreadUpsertByContactParams struct {
+type ThreadUpdateByContactParams struct {
+	DefaultWorkflowID *string
 	TenantID          string
-	ThreadID          string
 	Channel           string
 	Contact           string
-	DefaultWorkflowID *string
 }
 
-type ThreadUpsertByContactRow struct {
-	ID                int64
-	TenantID          string
-	ThreadID          string
-	Channel           string
-	Contact           string
-	DefaultWorkflowID *string
-	ActiveExecutionID *int64
-	ExecutionLockedAt *time.Time
-	QueueSettings     json.RawMessage
-	CreatedAt         time.Time
-	UpdatedAt         time.Time
-	DrainPending      bool
-	DrainPendingSince *time.Time
-	DrainRequested    bool
-	Created           bool
-}
-
-// Creates the thread of a (channel, contact) or updates its default workflow.
-func (q *Queries) ThreadUpsertByContact(ctx context.Context, db DBTX, arg *ThreadUpsertByContactParams) (*ThreadUpsertByContactRow, error) {
-	row := db.QueryRow(ctx, threadUpsertByContact,
+// Updates the default workflow of the thread of a (channel, contact); no row
+// when the contact has no thread.
+func (q *Queries) ThreadUpdateByContact(ctx context.Context, db DBTX, arg *ThreadUpdateByContactParams) (*Thread, error) {
+	row := db.QueryRow(ctx, threadUpdateByContact,
+		arg.DefaultWorkflowID,
 		arg.TenantID,
-		arg.ThreadID,
 		arg.Channel,
 		arg.Contact,
-		arg.DefaultWorkflowID,
 	)
-	var i ThreadUpsertByContactRow
+	var i Thread
 	err := row.Scan(
 		&i.ID,
 		&i.TenantID,
@@ -432,7 +458,6 @@ func (q *Queries) ThreadUpsertByContact(ctx context.Context, db DBTX, arg *Threa
 		&i.DrainPending,
 		&i.DrainPendingSince,
 		&i.DrainRequested,
-		&i.Created,
 	)
 	return &i, err
 }

@@ -20,14 +20,24 @@ SELECT * FROM thread WHERE id = @id::bigint FOR UPDATE;
 -- name: ThreadGetByThreadID :one
 SELECT * FROM thread WHERE tenant_id = @tenant_id::text AND thread_id = @thread_id::text;
 
--- name: ThreadUpsertByContact :one
--- Creates the thread of a (channel, contact) or updates its default workflow.
+-- name: ThreadInsertByContact :one
+-- Creates the thread of a (channel, contact); no row when that contact, or
+-- the thread id, already has a thread. Without a conflict target, two
+-- creations at once wait for each other whichever unique key they meet
+-- first, instead of one failing on the key that is not the target.
 INSERT INTO thread (tenant_id, thread_id, channel, contact, default_workflow_id)
 VALUES (@tenant_id::text, @thread_id::text, @channel::text, @contact::text, sqlc.narg('default_workflow_id')::text)
-ON CONFLICT (tenant_id, channel, contact) DO UPDATE
-SET default_workflow_id = coalesce(excluded.default_workflow_id, thread.default_workflow_id),
+ON CONFLICT DO NOTHING
+RETURNING *;
+
+-- name: ThreadUpdateByContact :one
+-- Updates the default workflow of the thread of a (channel, contact); no row
+-- when the contact has no thread.
+UPDATE thread
+SET default_workflow_id = coalesce(sqlc.narg('default_workflow_id')::text, default_workflow_id),
     updated_at = now()
-RETURNING *, (xmax = 0)::boolean AS created;
+WHERE tenant_id = @tenant_id::text AND channel = @channel::text AND contact = @contact::text
+RETURNING *;
 
 -- name: ThreadSetLock :exec
 UPDATE thread
