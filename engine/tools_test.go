@@ -426,7 +426,7 @@ func TestBreakerPauseFreesTheLaneSlot(t *testing.T) {
 	b := setup(t, setupOpts{laneLimits: map[string]int{"main": 1}, specs: map[string]engine.ToolSpec{"flaky": {
 		Type: engine.ToolTypeHTTP, URL: tool.URL,
 		Retry:   &engine.RetryPolicy{Max: 10, Backoff: engine.BackoffLinear, DelayMS: 20},
-		Breaker: engine.BreakerSettings{Failures: 2, Cooldown: 2 * time.Second},
+		Breaker: engine.BreakerSettings{Failures: 2, Cooldown: 5 * time.Second}, // long enough to look inside the open window on a slow machine
 	}}})
 	b.define(t, strings.Replace(retryWorkflow, `"retry": {"max": 3, "backoff": "linear", "delay_ms": 20}, `, "", 1))
 	b.define(t, sender("quick", []string{"sin herramienta"}))
