@@ -219,9 +219,6 @@ func TestHotQueriesUseIndexes(t *testing.T) {
 		{"LanePendingCandidates", func(r *recorder) {
 			_, _ = q.LanePendingCandidates(ctx, r, &dbsqlc.LanePendingCandidatesParams{Lane: "main", Max: 36})
 		}},
-		{"LanePendingOrder", func(r *recorder) {
-			_, _ = q.LanePendingOrder(ctx, r, &dbsqlc.LanePendingOrderParams{Lane: "main", Max: 36})
-		}},
 		{"SessionCountRunning", func(r *recorder) {
 			_, _ = q.SessionCountRunning(ctx, r, &dbsqlc.SessionCountRunningParams{TenantID: "t42", SessionKey: "session:thread-42"})
 		}},

@@ -190,42 +190,28 @@ func (e *Engine) admitLocked(ctx context.Context, tx pgx.Tx, l *dbsqlc.Lane, wai
 	if free <= 0 {
 		return out, nil
 	}
-	window := int32(free*4 + 32)
-	cands, err := e.q.LanePendingCandidates(ctx, tx, &dbsqlc.LanePendingCandidatesParams{Lane: l.Name, Max: window})
+	cands, err := e.q.LanePendingCandidates(ctx, tx, &dbsqlc.LanePendingCandidatesParams{Lane: l.Name, Max: int32(free*4 + 32)})
 	if err != nil {
 		return out, fmt.Errorf("reading pending executions of lane %s: %w", l.Name, err)
 	}
-	if len(cands) == 0 {
-		return out, nil
-	}
-	// The candidates skip rows another transaction holds. Admission walks
-	// the lane's order instead and stops at the first run it could not lock
-	// (FIFO): a later round, or the dispatch job that retry asks for, takes
-	// it.
-	order, err := e.q.LanePendingOrder(ctx, tx, &dbsqlc.LanePendingOrderParams{Lane: l.Name, Max: window})
-	if err != nil {
-		return out, fmt.Errorf("reading the order of lane %s: %w", l.Name, err)
-	}
-	locked := make(map[int64]*dbsqlc.AgentExecution, len(cands))
-	for _, c := range cands {
-		locked[c.ID] = c
-	}
 	busy := map[string]bool{}
-	for _, id := range order {
+	for _, c := range cands {
 		if free == 0 {
 			break
 		}
-		c, ok := locked[id]
-		if !ok {
+		if !c.Locked {
+			// Another transaction holds this run: admitting the ones after
+			// it would jump the queue (FIFO). A later round, or the dispatch
+			// job that retry asks for, takes it.
 			out.retry = true
 			break
 		}
 		if c.SessionKey != nil {
-			key := c.TenantID + "\x00" + *c.SessionKey
+			key := *c.TenantID + "\x00" + *c.SessionKey
 			if busy[key] {
 				continue
 			}
-			ok, err := e.sessionHasRoom(ctx, tx, c.TenantID, *c.SessionKey, waitSession)
+			ok, err := e.sessionHasRoom(ctx, tx, *c.TenantID, *c.SessionKey, waitSession)
 			if err != nil {
 				return out, err
 			}
@@ -242,7 +228,7 @@ func (e *Engine) admitLocked(ctx context.Context, tx pgx.Tx, l *dbsqlc.Lane, wai
 		}
 		row, err := e.q.ExecutionAdmit(ctx, tx, c.ID)
 		if err != nil {
-			return out, fmt.Errorf("admitting execution %s: %w", c.ExecutionID, err)
+			return out, fmt.Errorf("admitting execution %s: %w", deref(c.ExecutionID), err)
 		}
 		if row.ID != inline {
 			if err := e.startAdmitted(ctx, tx, row, c.QueuedAt); err != nil {
@@ -294,23 +280,24 @@ func (e *Engine) startAdmitted(ctx context.Context, tx pgx.Tx, row *dbsqlc.Agent
 
 // admitSoon runs admission for a lane from a transaction that may hold
 // thread and execution rows: inline when the lane row is free, else through
-// a lane.dispatch job (see the lock-order note above).
-func (e *Engine) admitSoon(ctx context.Context, tx pgx.Tx, lane string, inline int64) error {
+// a lane.dispatch job (see the lock-order note above). It returns what it
+// admitted inline.
+func (e *Engine) admitSoon(ctx context.Context, tx pgx.Tx, lane string, inline int64) ([]*dbsqlc.AgentExecution, error) {
 	l, ok, err := e.lockLane(ctx, tx, "", lane, false)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if !ok {
-		return e.insertDispatch(ctx, tx, lane)
+		return nil, e.insertDispatch(ctx, tx, lane)
 	}
 	res, err := e.admitLocked(ctx, tx, l, false, inline)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if res.retry {
-		return e.insertDispatch(ctx, tx, lane)
+		return res.admitted, e.insertDispatch(ctx, tx, lane)
 	}
-	return nil
+	return res.admitted, nil
 }
 
 func (e *Engine) insertDispatch(ctx context.Context, tx pgx.Tx, lane string) error {
@@ -396,14 +383,16 @@ func (e *Engine) enterLane(ctx context.Context, tx pgx.Tx, row *dbsqlc.AgentExec
 	if inline {
 		inlineID = row.ID
 	}
-	if err := e.admitSoon(ctx, tx, row.Lane, inlineID); err != nil {
+	admitted, err := e.admitSoon(ctx, tx, row.Lane, inlineID)
+	if err != nil {
 		return nil, err
 	}
-	out, err := e.q.ExecutionGetByID(ctx, tx, row.ID)
-	if err != nil {
-		return nil, fmt.Errorf("reading execution after admission: %w", err)
+	for _, a := range admitted {
+		if a.ID == row.ID {
+			return a, nil
+		}
 	}
-	return out, nil
+	return row, nil // still pending
 }
 
 // admitResumed decides, in a resume's transaction, whether an execution that
@@ -460,7 +449,7 @@ func (e *Engine) admitResumed(ctx context.Context, tx pgx.Tx, row *dbsqlc.AgentE
 // (finalize, entering a wait): it admits the lane's next runs and hands the
 // session's inbound work on.
 func (e *Engine) slotFreed(ctx context.Context, tx pgx.Tx, row *dbsqlc.AgentExecution) error {
-	if err := e.admitSoon(ctx, tx, row.Lane, 0); err != nil {
+	if _, err := e.admitSoon(ctx, tx, row.Lane, 0); err != nil {
 		return err
 	}
 	if row.SessionKey != nil {

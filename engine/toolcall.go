@@ -224,7 +224,7 @@ func (e *Engine) pauseForBreaker(ctx context.Context, x *dbsqlc.AgentExecution, 
 		if err := events.write(ctx, e.q, tx); err != nil {
 			return err
 		}
-		if err := e.admitSoon(ctx, tx, row.Lane, 0); err != nil {
+		if _, err := e.admitSoon(ctx, tx, row.Lane, 0); err != nil {
 			return err
 		}
 		if err := e.jobs.InsertLaneDispatchAt(ctx, tx, row.Lane, notBefore); err != nil {

@@ -364,11 +364,22 @@ func (q *Queries) LaneLock(ctx context.Context, db DBTX, arg *LaneLockParams) (*
 }
 
 const lanePendingCandidates = `-- name: LanePendingCandidates :many
-SELECT id, tenant_id, execution_id, workflow_id, version, status, lane, session_key, thread_id, parent_execution_id, can_inherit_lock, restarted_from, current_node_id, current_step_started_at, input, context, variables, conversation_history, node_path, steps_completed, total_steps, step_seq, waiting_for, waiting_until, waiting_data, wait_seq, event_data, result_type, result_summary, result, error_code, error_message, failed_node_id, cancelled_by, cancel_reason, correlation_id, idempotency_key, callback_url, priority, created_at, started_at, updated_at, completed_at, node_attempt, error_details, lock_inherited_from, queued_at, admit_first FROM agent_execution
-WHERE lane = $1::text AND status = 'pending' AND queued_at <= clock_timestamp()
-ORDER BY admit_first DESC, queued_at, id
-LIMIT $2::integer
-FOR UPDATE SKIP LOCKED
+WITH ordered AS MATERIALIZED (
+    SELECT id, admit_first, queued_at
+    FROM agent_execution
+    WHERE lane = $1::text AND status = 'pending' AND queued_at <= clock_timestamp()
+    ORDER BY admit_first DESC, queued_at, id
+    LIMIT $2::integer
+), held AS (
+    SELECT x.id, x.tenant_id, x.execution_id, x.session_key, x.queued_at
+    FROM agent_execution x
+    WHERE x.id IN (SELECT id FROM ordered) AND x.status = 'pending'
+    FOR UPDATE SKIP LOCKED
+)
+SELECT o.id, (h.id IS NOT NULL)::boolean AS locked, h.tenant_id, h.execution_id, h.session_key, h.queued_at
+FROM ordered o
+LEFT JOIN held h ON h.id = o.id
+ORDER BY o.admit_first DESC, o.queued_at, o.id
 `
 
 type LanePendingCandidatesParams struct {
@@ -376,107 +387,40 @@ type LanePendingCandidatesParams struct {
 	Max  int32
 }
 
-// The lane's pending executions in admission order (resumed ones first,
-// then oldest first), skipping rows another transaction holds and runs
-// paused until later (queued_at in the future: a tool's breaker is open).
-func (q *Queries) LanePendingCandidates(ctx context.Context, db DBTX, arg *LanePendingCandidatesParams) ([]*AgentExecution, error) {
+type LanePendingCandidatesRow struct {
+	ID          int64
+	Locked      bool
+	TenantID    *string
+	ExecutionID *string
+	SessionKey  *string
+	QueuedAt    *time.Time
+}
+
+// The lane's admissible pending executions in admission order (resumed ones
+// first, then oldest first; runs paused until later, queued_at in the
+// future, are not admissible yet), each locked unless another transaction
+// holds it: locked is false for those, and admission stops there rather
+// than admit past an earlier run.
+func (q *Queries) LanePendingCandidates(ctx context.Context, db DBTX, arg *LanePendingCandidatesParams) ([]*LanePendingCandidatesRow, error) {
 	rows, err := db.Query(ctx, lanePendingCandidates, arg.Lane, arg.Max)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	items := []*AgentExecution{}
+	items := []*LanePendingCandidatesRow{}
 	for rows.Next() {
-		var i AgentExecution
+		var i LanePendingCandidatesRow
 		if err := rows.Scan(
 			&i.ID,
+			&i.Locked,
 			&i.TenantID,
 			&i.ExecutionID,
-			&i.WorkflowID,
-			&i.Version,
-			&i.Status,
-			&i.Lane,
 			&i.SessionKey,
-			&i.ThreadID,
-			&i.ParentExecutionID,
-			&i.CanInheritLock,
-			&i.RestartedFrom,
-			&i.CurrentNodeID,
-			&i.CurrentStepStartedAt,
-			&i.Input,
-			&i.Context,
-			&i.Variables,
-			&i.ConversationHistory,
-			&i.NodePath,
-			&i.StepsCompleted,
-			&i.TotalSteps,
-			&i.StepSeq,
-			&i.WaitingFor,
-			&i.WaitingUntil,
-			&i.WaitingData,
-			&i.WaitSeq,
-			&i.EventData,
-			&i.ResultType,
-			&i.ResultSummary,
-			&i.Result,
-			&i.ErrorCode,
-			&i.ErrorMessage,
-			&i.FailedNodeID,
-			&i.CancelledBy,
-			&i.CancelReason,
-			&i.CorrelationID,
-			&i.IdempotencyKey,
-			&i.CallbackUrl,
-			&i.Priority,
-			&i.CreatedAt,
-			&i.StartedAt,
-			&i.UpdatedAt,
-			&i.CompletedAt,
-			&i.NodeAttempt,
-			&i.ErrorDetails,
-			&i.LockInheritedFrom,
 			&i.QueuedAt,
-			&i.AdmitFirst,
 		); err != nil {
 			return nil, err
 		}
 		items = append(items, &i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
-const lanePendingOrder = `-- name: LanePendingOrder :many
-SELECT id FROM agent_execution
-WHERE lane = $1::text AND status = 'pending' AND queued_at <= clock_timestamp()
-ORDER BY admit_first DESC, queued_at, id
-LIMIT $2::integer
-`
-
-type LanePendingOrderParams struct {
-	Lane string
-	Max  int32
-}
-
-// The ids of the lane's admissible pending executions in admission order,
-// without locking: admission compares them with the candidates it could
-// lock, so that it never admits past an earlier run another transaction
-// holds at that moment.
-func (q *Queries) LanePendingOrder(ctx context.Context, db DBTX, arg *LanePendingOrderParams) ([]int64, error) {
-	rows, err := db.Query(ctx, lanePendingOrder, arg.Lane, arg.Max)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	items := []int64{}
-	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
-		items = append(items, id)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err

@@ -28,24 +28,27 @@ SELECT count(*)::integer FROM agent_execution
 WHERE tenant_id = @tenant_id::text AND session_key = @session_key::text AND status = 'running';
 
 -- name: LanePendingCandidates :many
--- The lane's pending executions in admission order (resumed ones first,
--- then oldest first), skipping rows another transaction holds and runs
--- paused until later (queued_at in the future: a tool's breaker is open).
-SELECT * FROM agent_execution
-WHERE lane = @lane::text AND status = 'pending' AND queued_at <= clock_timestamp()
-ORDER BY admit_first DESC, queued_at, id
-LIMIT @max::integer
-FOR UPDATE SKIP LOCKED;
-
--- name: LanePendingOrder :many
--- The ids of the lane's admissible pending executions in admission order,
--- without locking: admission compares them with the candidates it could
--- lock, so that it never admits past an earlier run another transaction
--- holds at that moment.
-SELECT id FROM agent_execution
-WHERE lane = @lane::text AND status = 'pending' AND queued_at <= clock_timestamp()
-ORDER BY admit_first DESC, queued_at, id
-LIMIT @max::integer;
+-- The lane's admissible pending executions in admission order (resumed ones
+-- first, then oldest first; runs paused until later, queued_at in the
+-- future, are not admissible yet), each locked unless another transaction
+-- holds it: locked is false for those, and admission stops there rather
+-- than admit past an earlier run.
+WITH ordered AS MATERIALIZED (
+    SELECT id, admit_first, queued_at
+    FROM agent_execution
+    WHERE lane = @lane::text AND status = 'pending' AND queued_at <= clock_timestamp()
+    ORDER BY admit_first DESC, queued_at, id
+    LIMIT @max::integer
+), held AS (
+    SELECT x.id, x.tenant_id, x.execution_id, x.session_key, x.queued_at
+    FROM agent_execution x
+    WHERE x.id IN (SELECT id FROM ordered) AND x.status = 'pending'
+    FOR UPDATE SKIP LOCKED
+)
+SELECT o.id, (h.id IS NOT NULL)::boolean AS locked, h.tenant_id, h.execution_id, h.session_key, h.queued_at
+FROM ordered o
+LEFT JOIN held h ON h.id = o.id
+ORDER BY o.admit_first DESC, o.queued_at, o.id;
 
 -- name: ExecutionAdmit :one
 -- pending → running: the lane admitted it.
