@@ -15,10 +15,6 @@ import (
 	"github.com/batonrun/baton/engine"
 )
 
-// Channel is the NOTIFY channel transactions that write execution_event
-// announce themselves on (once per transaction, empty payload).
-const Channel = "baton_event"
-
 // Config configures a Hub.
 type Config struct {
 	// Pool is the database pool: replays read through it, and the hub's own
@@ -32,17 +28,23 @@ type Config struct {
 	// at once, which a fast client takes in stride.) A subscriber with an
 	// empty queue always takes the next event. Zero means 1 MiB.
 	SubscriberBuffer int
-	// PollInterval is how often the hub looks for new events when no
-	// notification arrives (a safety net for notifications lost while its
-	// connection was down). Zero means 1 second.
+	// PollInterval is how often the hub looks for newly numbered events.
+	// Zero means DefaultPollInterval.
 	PollInterval time.Duration
 	// RecheckInterval is how soon the hub looks again while numbered events
 	// wait for older transactions to end. Zero means 20 ms.
 	RecheckInterval time.Duration
 }
 
-// Hub is a process's single LISTEN connection and the fan-out of the events
-// it reads to the process's subscribers.
+// DefaultPollInterval is how often a hub looks for new events unless
+// configured. Writers do not announce their events: a NOTIFY takes a
+// database-wide lock at commit, held through the WAL flush, which would make
+// every transaction that writes events commit one after another. A look
+// costs one statement that draws no transaction id while nothing is new.
+const DefaultPollInterval = 25 * time.Millisecond
+
+// Hub is a process's single polling connection and the fan-out of the
+// events it reads to the process's subscribers.
 //
 // Ordering without gaps: event ids come from a sequence, so a transaction
 // can commit id 11 while id 10 is still in flight. Reading "id > cursor" and
@@ -86,7 +88,7 @@ func NewHub(cfg Config) (*Hub, error) {
 		cfg.SubscriberBuffer = 1 << 20
 	}
 	if cfg.PollInterval <= 0 {
-		cfg.PollInterval = time.Second
+		cfg.PollInterval = DefaultPollInterval
 	}
 	if cfg.RecheckInterval <= 0 {
 		cfg.RecheckInterval = 20 * time.Millisecond
@@ -125,8 +127,8 @@ func (h *Hub) Stop() {
 	}
 }
 
-// run keeps a LISTEN connection and serves events until ctx ends,
-// reconnecting after errors.
+// run keeps a connection and serves events until ctx ends, reconnecting
+// after errors.
 func (h *Hub) run(ctx context.Context) {
 	var fences []fence
 	for ctx.Err() == nil {
@@ -143,9 +145,8 @@ func (h *Hub) run(ctx context.Context) {
 	}
 }
 
-// session is one connection's life: LISTEN, then fence, serve and wait in a
-// loop. Fences survive reconnections; notifications missed while
-// disconnected are covered by the fence taken on reconnecting.
+// session is one connection's life: fence, serve and wait in a loop. Fences
+// survive reconnections.
 func (h *Hub) session(ctx context.Context, fences *[]fence) error {
 	conn, err := pgx.ConnectConfig(ctx, h.cfg.Pool.Config().ConnConfig.Copy())
 	if err != nil {
@@ -157,12 +158,20 @@ func (h *Hub) session(ctx context.Context, fences *[]fence) error {
 	if _, err := conn.Exec(ctx, "SET synchronous_commit = off"); err != nil {
 		return fmt.Errorf("configuring the connection: %w", err)
 	}
-	if _, err := conn.Exec(ctx, "LISTEN "+Channel); err != nil {
-		return fmt.Errorf("listening: %w", err)
-	}
-	takeFence := true
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	lastFence := time.Time{}
 	for {
-		if takeFence {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-timer.C:
+		}
+		// A recheck while fences wait needs no new fence; every poll
+		// interval takes one (it costs no xid when nothing new was
+		// numbered).
+		if len(*fences) == 0 || time.Since(lastFence) >= h.cfg.PollInterval {
+			lastFence = time.Now()
 			if err := h.takeFence(ctx, conn, fences); err != nil {
 				return err
 			}
@@ -174,23 +183,9 @@ func (h *Hub) session(ctx context.Context, fences *[]fence) error {
 		}
 		wait := h.cfg.PollInterval
 		if len(*fences) > 0 {
-			wait = h.cfg.RecheckInterval
+			wait = min(h.cfg.RecheckInterval, wait)
 		}
-		waitCtx, cancel := context.WithTimeout(ctx, wait)
-		_, err := conn.WaitForNotification(waitCtx)
-		cancel()
-		switch {
-		case err == nil:
-			takeFence = true
-		case ctx.Err() != nil:
-			return ctx.Err()
-		case errors.Is(err, context.DeadlineExceeded):
-			// A recheck needs no new fence; a safety poll takes one (it
-			// costs no xid when nothing new was numbered).
-			takeFence = len(*fences) == 0
-		default:
-			return fmt.Errorf("waiting for notifications: %w", err)
-		}
+		timer.Reset(wait)
 	}
 }
 
