@@ -58,38 +58,37 @@ type LogEntry struct {
 type eventLog struct {
 	tenantID    string
 	executionID int64
-	rows        []*dbsqlc.EventInsertManyParams
+	rows        dbsqlc.EventInsertManyParams
 	// after holds the transaction's measurements, reported to Metrics by
 	// the log's owner once the transaction has committed.
 	after observations
 }
 
 func (l *eventLog) add(action, level, nodeID, message string, payload map[string]any) {
-	var node *string
-	if nodeID != "" {
-		node = &nodeID
-	}
 	if payload == nil {
 		payload = map[string]any{}
 	}
-	l.rows = append(l.rows, &dbsqlc.EventInsertManyParams{
-		TenantID: l.tenantID, ExecutionID: l.executionID, Action: action, Level: level,
-		Message: message, NodeID: node, Payload: mustJSON(payload),
-	})
+	r := &l.rows
+	r.TenantIds = append(r.TenantIds, l.tenantID)
+	r.ExecutionIds = append(r.ExecutionIds, l.executionID)
+	r.Actions = append(r.Actions, action)
+	r.Levels = append(r.Levels, level)
+	r.Messages = append(r.Messages, message)
+	r.NodeIds = append(r.NodeIds, nodeID) // empty stores NULL
+	r.Payloads = append(r.Payloads, mustJSON(payload))
 }
 
-// write inserts the collected events in tx. The table's triggers (migration
-// 00003) number each row after its transaction has an xid, which the live
-// stream relies on, and announce the transaction's events with at most one
-// NOTIFY baton_event (empty payload) however many times write is called.
+// write inserts the collected events in tx. The table's trigger (migration
+// 00003) numbers each row after its transaction has an xid, which the live
+// stream relies on; the stream finds new rows by polling (package live).
 func (l *eventLog) write(ctx context.Context, q *dbsqlc.Queries, tx pgx.Tx) error {
-	if len(l.rows) == 0 {
+	if len(l.rows.Actions) == 0 {
 		return nil
 	}
-	if _, err := q.EventInsertMany(ctx, tx, l.rows); err != nil {
+	if err := q.EventInsertMany(ctx, tx, &l.rows); err != nil {
 		return fmt.Errorf("writing execution events: %w", err)
 	}
-	l.rows = l.rows[:0]
+	l.rows = dbsqlc.EventInsertManyParams{}
 	return nil
 }
 

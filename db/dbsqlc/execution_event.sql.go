@@ -10,14 +10,36 @@ import (
 	"encoding/json"
 )
 
+const eventInsertMany = `-- name: EventInsertMany :exec
+INSERT INTO execution_event (tenant_id, execution_id, action, level, message, node_id, payload)
+SELECT unnest($1::text[]), unnest($2::bigint[]), unnest($3::text[]),
+       unnest($4::text[]), unnest($5::text[]), nullif(unnest($6::text[]), ''),
+       unnest($7::jsonb[])
+`
+
 type EventInsertManyParams struct {
-	TenantID    string
-	ExecutionID int64
-	Action      string
-	Level       string
-	Message     string
-	NodeID      *string
-	Payload     json.RawMessage
+	TenantIds    []string
+	ExecutionIds []int64
+	Actions      []string
+	Levels       []string
+	Messages     []string
+	NodeIds      []string
+	Payloads     []json.RawMessage
+}
+
+// Inserts a transaction's events in one statement, one row per array
+// element, in array order; an empty node id stores NULL.
+func (q *Queries) EventInsertMany(ctx context.Context, db DBTX, arg *EventInsertManyParams) error {
+	_, err := db.Exec(ctx, eventInsertMany,
+		arg.TenantIds,
+		arg.ExecutionIds,
+		arg.Actions,
+		arg.Levels,
+		arg.Messages,
+		arg.NodeIds,
+		arg.Payloads,
+	)
+	return err
 }
 
 const eventListByExecution = `-- name: EventListByExecution :many
