@@ -86,6 +86,10 @@ type Definition struct {
 	// remaining is the number of nodes on the shortest path from each node
 	// to an end node, that node and the end included.
 	remaining map[string]int
+	// firstStep is the most nodes the first step can run before the
+	// execution ends or waits, or 0 when the first step can stop while the
+	// execution is still running (a task on some path, or a loop).
+	firstStep int
 }
 
 // Node is one node of a workflow definition.
@@ -142,6 +146,13 @@ func (d *Definition) Start() *Node {
 		}
 	}
 	return nil
+}
+
+// FirstStepSettles reports whether the first step, from the start node, ends
+// the execution or makes it wait within at most limit nodes on every path:
+// it calls no tool and cannot stop while running.
+func (d *Definition) FirstStepSettles(limit int) bool {
+	return d.firstStep > 0 && d.firstStep <= limit
 }
 
 // Remaining returns the number of nodes on the shortest path from the node
@@ -252,4 +263,42 @@ func (d *Definition) index() {
 			}
 		}
 	}
+	if start := d.Start(); start != nil {
+		d.firstStep = d.settleBound(start.ID, map[string]bool{}, map[string]int{})
+	}
+}
+
+// settleBound is the most nodes a step starting at id runs before the
+// execution ends or waits, or 0 when it can stop while running: a task
+// (its tool is called by a later step) or a loop (MaxNodesPerStep). A
+// missing node counts 1: the step fails there. Results are kept in done: a
+// loop reachable from the start makes the whole answer 0 wherever it is
+// met, so a node's bound does not depend on the path to it.
+func (d *Definition) settleBound(id string, onPath map[string]bool, done map[string]int) int {
+	if b, ok := done[id]; ok {
+		return b
+	}
+	n := d.byID[id]
+	switch {
+	case n == nil, n.Type == NodeEnd, n.waits():
+		return 1
+	case n.Type == NodeTask, onPath[id]:
+		return 0
+	}
+	succ := n.successors()
+	if len(succ) == 0 {
+		return 0
+	}
+	onPath[id] = true
+	defer delete(onPath, id)
+	most := 0
+	for _, s := range succ {
+		b := d.settleBound(s, onPath, done)
+		if b == 0 {
+			return 0
+		}
+		most = max(most, b)
+	}
+	done[id] = most + 1
+	return most + 1
 }

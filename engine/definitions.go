@@ -128,6 +128,9 @@ func (e *Engine) definitionByKey(ctx context.Context, db dbsqlc.DBTX, tenantID, 
 }
 
 func (e *Engine) storedDefinition(row *dbsqlc.WorkflowDefinition) (*StoredDefinition, error) {
+	if d, ok := e.parsed.Load(row.ID); ok {
+		return d.(*StoredDefinition), nil
+	}
 	def, err := ParseDefinition(row.Definition)
 	if err != nil {
 		return nil, fmt.Errorf("parsing stored definition %d: %w", row.ID, err)
@@ -136,7 +139,9 @@ func (e *Engine) storedDefinition(row *dbsqlc.WorkflowDefinition) (*StoredDefini
 	// be gone now, which the task reports when it runs.
 	_ = def.Validate(e.tools)
 	def.index()
-	return &StoredDefinition{Definition: def, ID: row.ID, TenantID: row.TenantID, Raw: row.Definition, CreatedAt: row.CreatedAt}, nil
+	stored := &StoredDefinition{Definition: def, ID: row.ID, TenantID: row.TenantID, Raw: row.Definition, CreatedAt: row.CreatedAt}
+	e.parsed.Store(row.ID, stored)
+	return stored, nil
 }
 
 func jsonEqual(a, b []byte) bool {

@@ -111,9 +111,11 @@ type Engine struct {
 	metrics Metrics
 	cfg     Config
 
-	// definitions caches parsed definitions by row id; stored definitions
-	// are immutable, so a cached one never goes stale.
+	// definitions caches parsed definitions by tenant, workflow and
+	// version, and parsed by row id; stored definitions are immutable, so a
+	// cached one never goes stale.
 	definitions sync.Map
+	parsed      sync.Map
 	// lanesKnown remembers lane rows that exist (they are never deleted).
 	lanesKnown sync.Map
 }

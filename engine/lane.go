@@ -67,6 +67,24 @@ const EventAdmitted = "workflow.admitted"
 // only make a count too high, never too low. Hence running never exceeds a
 // limit, across any number of processes.
 
+// Runs that never hold a slot.
+//
+// A lane's limit bounds the executions that are running between
+// transactions: waiting for a step job, calling a tool. A top-level start
+// whose first step settles — on every path from the start node the run ends
+// or waits within MaxNodesPerStep nodes, with no task on the way
+// (Definition.FirstStepSettles) — is inserted running and run to its end or
+// wait in the start transaction, without taking its lane row, when the lane
+// has fewer running runs than its limit and no admissible pending run
+// (LaneHasRoom, read without a lock). No other transaction can ever see it
+// running, so the committed running count never includes it, and it frees
+// no slot when it ends or waits (finish.freed, startWait's freed). Without
+// this, every such start would hold the lane row for its whole transaction:
+// the lane row would serialize them all. When the lane is full or has a
+// queue the start is admitted the usual way, behind the queue. Session-lane
+// runs (inbound messages) always go through admission: their session's
+// limit of 1 is what keeps two agents from answering one conversation.
+
 // laneLimit is the limit of a lane by configuration.
 func (e *Engine) laneLimit(name string) int {
 	if strings.HasPrefix(name, sessionLanePrefix) {

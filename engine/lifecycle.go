@@ -105,7 +105,23 @@ func (e *Engine) StartExecution(ctx context.Context, tx pgx.Tx, p StartParams) (
 			lane = "subagent"
 		}
 	}
-	if p.LaneFirst {
+	// New work is pending until its lane admits it (engine/lane.go); a
+	// top-level run's first step runs in this transaction once admitted. A
+	// child starts in its own step: its parent must be waiting for it
+	// before it can end.
+	inline := p.ParentExecutionID == 0 && !e.cfg.DeferFirstStep
+	// A first step that settles here — the run ends or waits before this
+	// transaction commits — needs no slot while its lane has room and no
+	// queue (engine/lane.go, "Runs that never hold a slot").
+	slotless := false
+	if inline && p.SessionKey == "" && def.FirstStepSettles(e.cfg.MaxNodesPerStep) {
+		room, err := e.q.LaneHasRoom(ctx, tx, &dbsqlc.LaneHasRoomParams{Lane: lane, MaxConcurrent: int32(e.laneLimit(lane))})
+		if err != nil {
+			return nil, fmt.Errorf("reading lane %s: %w", lane, err)
+		}
+		slotless = room
+	}
+	if p.LaneFirst && !slotless {
 		if _, _, err := e.lockLane(ctx, tx, "", lane, true); err != nil {
 			return nil, err
 		}
@@ -145,6 +161,7 @@ func (e *Engine) StartExecution(ctx context.Context, tx pgx.Tx, p StartParams) (
 		CorrelationID: p.CorrelationID, IdempotencyKey: idem, CallbackUrl: callback,
 		Priority: int16(clampPriority(p.Priority)), TotalSteps: int32(def.Remaining(start.ID)),
 		ParentExecutionID: parent, CanInheritLock: p.CanInheritLock, EventData: eventData, RestartedFrom: restartedFrom,
+		Running: slotless,
 	})
 	if err != nil {
 		var pgErr *pgconn.PgError
@@ -164,21 +181,20 @@ func (e *Engine) StartExecution(ctx context.Context, tx pgx.Tx, p StartParams) (
 		"workflow_id": def.WorkflowID, "version": def.Version, "execution_id": row.ExecutionID,
 		"thread_id": threadKey, "lane": lane, "total_steps": row.TotalSteps,
 	})
-	if err := events.write(ctx, e.q, tx); err != nil {
-		return nil, err
-	}
 	e.InfoContext(ctx, fmt.Sprintf("Starting execution %s", row.ExecutionID),
 		"execution_id", row.ExecutionID, "thread_id", threadKey, "tenant_id", p.TenantID,
 		"correlation_id", p.CorrelationID, "workflow_id", def.WorkflowID)
-	// New work is pending until its lane admits it (engine/lane.go);
-	// admission enqueues the first step of what it admits, except this
-	// execution's when it runs inline below. A child starts in its own step:
-	// its parent must be waiting for it before it can end.
-	inline := p.ParentExecutionID == 0 && !e.cfg.DeferFirstStep
-	if row, err = e.enterLane(ctx, tx, row, inline); err != nil {
-		return nil, err
+	// Admission enqueues the first step of what it admits, except this
+	// execution's when it runs inline below.
+	if !slotless {
+		if row, err = e.enterLane(ctx, tx, row, inline); err != nil {
+			return nil, err
+		}
 	}
 	if row.Status != StatusRunning || !inline {
+		if err := events.write(ctx, e.q, tx); err != nil {
+			return nil, err
+		}
 		return executionFromRow(row, threadKey, nil, nil), nil
 	}
 	// Admitted at once: the first step runs in the start transaction, up to
@@ -187,6 +203,8 @@ func (e *Engine) StartExecution(ctx context.Context, tx pgx.Tx, p StartParams) (
 	// ensureThread.
 	run := newStepRun(e, tx, def.Definition, row)
 	run.thread = thread
+	run.slotless = slotless
+	run.events = events // workflow.started goes first, written with the step's
 	if err := run.advance(ctx, nil); err != nil {
 		return nil, err
 	}
@@ -294,7 +312,7 @@ func (e *Engine) CancelTx(ctx context.Context, tx pgx.Tx, tenantID, executionID,
 			return fmt.Errorf("cancelling execution: %w", err)
 		}
 		events := &eventLog{tenantID: row.TenantID, executionID: row.ID}
-		if err := e.finalize(ctx, tx, row, events); err != nil {
+		if err := e.finalize(ctx, tx, row, events, finish{freed: true}); err != nil {
 			return err
 		}
 		// Cancelling a parent cancels the child it waits for (after the
@@ -336,12 +354,22 @@ func (e *Engine) Fail(ctx context.Context, executionID, stepSeq int64, code, mes
 			return fmt.Errorf("failing execution: %w", err)
 		}
 		events = &eventLog{tenantID: row.TenantID, executionID: row.ID}
-		return e.finalize(ctx, tx, row, events)
+		return e.finalize(ctx, tx, row, events, finish{freed: true})
 	})
 	if err == nil {
 		events.after.report(e.metrics)
 	}
 	return err
+}
+
+// finish is what the caller of finalize knows.
+type finish struct {
+	// freed says the execution may have held a lane slot until now, which
+	// admission may give on.
+	freed bool
+	// thread is the execution's thread row when the caller holds it FOR
+	// UPDATE and has kept its lock columns current (a step), else nil.
+	thread *dbsqlc.Thread
 }
 
 // lostTransition builds the typed error of a transition that found the
@@ -359,18 +387,20 @@ func (e *Engine) lostTransition(ctx context.Context, db dbsqlc.DBTX, id int64, t
 // the thread lock and wakes the drain, writes the workflow.completed event,
 // enqueues the workflow.callback job when the execution has a callback_url,
 // and logs the seed's line.
-func (e *Engine) finalize(ctx context.Context, tx pgx.Tx, row *dbsqlc.AgentExecution, events *eventLog) error {
+func (e *Engine) finalize(ctx context.Context, tx pgx.Tx, row *dbsqlc.AgentExecution, events *eventLog, fin finish) error {
 	if events == nil {
 		events = &eventLog{tenantID: row.TenantID, executionID: row.ID}
 	}
-	if err := e.releaseLock(ctx, tx, row, events); err != nil {
+	if err := e.releaseLock(ctx, tx, row, events, fin.thread); err != nil {
 		return err
 	}
 	if err := e.resumeParent(ctx, tx, row); err != nil {
 		return err
 	}
-	if err := e.slotFreed(ctx, tx, row); err != nil {
-		return err
+	if fin.freed {
+		if err := e.slotFreed(ctx, tx, row); err != nil {
+			return err
+		}
 	}
 	resultType := deref(row.ResultType)
 	payload := map[string]any{

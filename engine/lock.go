@@ -85,6 +85,14 @@ func (e *Engine) acquireForSend(ctx context.Context, tx pgx.Tx, t *dbsqlc.Thread
 			return sendDecision{reason: "locked"}, nil
 		}
 	}
+	// A free lock and an empty queue: take it in one statement.
+	_, err := e.q.ThreadTakeFreeLock(ctx, tx, &dbsqlc.ThreadTakeFreeLockParams{ID: t.ID, ExecutionID: x.ID})
+	if err == nil {
+		return e.tookLock(ctx, tx, t, x, events, "free", false)
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return sendDecision{}, fmt.Errorf("taking lock: %w", err)
+	}
 	queued, err := e.q.MessageCountQueued(ctx, tx, t.ID)
 	if err != nil {
 		return sendDecision{}, fmt.Errorf("counting queued messages: %w", err)
@@ -147,6 +155,11 @@ func (e *Engine) takeLock(ctx context.Context, tx pgx.Tx, t *dbsqlc.Thread, x *d
 	if err := e.q.ThreadSetLock(ctx, tx, &dbsqlc.ThreadSetLockParams{ID: t.ID, ExecutionID: x.ID}); err != nil {
 		return sendDecision{}, fmt.Errorf("taking lock: %w", err)
 	}
+	return e.tookLock(ctx, tx, t, x, events, reason, mayHaveQueued)
+}
+
+// tookLock is takeLock once the thread row names x as the holder.
+func (e *Engine) tookLock(ctx context.Context, tx pgx.Tx, t *dbsqlc.Thread, x *dbsqlc.AgentExecution, events *eventLog, reason string, mayHaveQueued bool) (sendDecision, error) {
 	t.ActiveExecutionID = &x.ID
 	// A child that may inherit its parent's voice gives the lock back to
 	// the live parent when it ends, however it took it (inherited, or free
@@ -211,11 +224,16 @@ func (e *Engine) armDrain(ctx context.Context, tx pgx.Tx, threadID int64) error 
 // releaseLock runs in every finalize transaction, with the thread row
 // already locked: it drops a cancelled run's queued messages, hands an
 // inherited lock back to the execution it came from (when that one is still
-// live) or releases it, and wakes the drain when messages are queued.
-func (e *Engine) releaseLock(ctx context.Context, tx pgx.Tx, x *dbsqlc.AgentExecution, events *eventLog) error {
-	t, err := e.lockThread(ctx, tx, x.ThreadID)
-	if err != nil {
-		return err
+// live) or releases it, and wakes the drain when messages are queued. held
+// is the thread row when the caller holds it and has kept its lock columns
+// current, else nil.
+func (e *Engine) releaseLock(ctx context.Context, tx pgx.Tx, x *dbsqlc.AgentExecution, events *eventLog, held *dbsqlc.Thread) error {
+	t := held
+	if t == nil || t.ID != x.ThreadID {
+		var err error
+		if t, err = e.lockThread(ctx, tx, x.ThreadID); err != nil {
+			return err
+		}
 	}
 	if x.Status == StatusCancelled {
 		n, err := e.q.MessageDropQueued(ctx, tx, x.ID)
@@ -243,13 +261,18 @@ func (e *Engine) releaseLock(ctx context.Context, tx pgx.Tx, x *dbsqlc.AgentExec
 				return nil
 			}
 		}
-		if err := e.q.ThreadClearLock(ctx, tx, t.ID); err != nil {
+		queued, err := e.q.ThreadReleaseLock(ctx, tx, t.ID)
+		if err != nil {
 			return fmt.Errorf("releasing lock: %w", err)
 		}
-		t.ActiveExecutionID = nil
+		t.ActiveExecutionID, t.ExecutionLockedAt = nil, nil
 		e.InfoContext(ctx, fmt.Sprintf("Thread %s lock released by execution %s", t.ThreadID, x.ExecutionID), attrs...)
 		e.InfoContext(ctx, fmt.Sprintf("Released locks on 1 thread(s) for execution %s", x.ExecutionID), attrs...)
 		events.add(EventLockReleased, "info", "", fmt.Sprintf("Released lock on thread %s", t.ThreadID), map[string]any{"thread_id": t.ThreadID})
+		if queued > 0 {
+			return e.armDrain(ctx, tx, t.ID)
+		}
+		return nil
 	}
 	if t.ActiveExecutionID == nil {
 		queued, err := e.q.MessageCountQueued(ctx, tx, t.ID)

@@ -136,6 +136,10 @@ type stepRun struct {
 	// nodeStart is when the current node began (for a task, when its tool
 	// call began).
 	nodeStart time.Time
+	// slotless says the execution was never admitted to its lane: its start
+	// transaction runs it until it ends or waits (engine/lane.go, "Runs
+	// that never hold a slot"), so ending or waiting frees no slot.
+	slotless bool
 }
 
 func newStepRun(e *Engine, tx pgx.Tx, def *Definition, row *dbsqlc.AgentExecution) *stepRun {
@@ -388,7 +392,7 @@ func (r *stepRun) complete(ctx context.Context, node *Node) error {
 	if err != nil {
 		return fmt.Errorf("completing execution: %w", err)
 	}
-	return r.e.finalize(ctx, r.tx, row, r.events)
+	return r.e.finalize(ctx, r.tx, row, r.events, finish{freed: !r.slotless, thread: r.thread})
 }
 
 // fail ends the execution as failed at a node.
@@ -408,7 +412,7 @@ func (r *stepRun) fail(ctx context.Context, f *stepFailure) error {
 	if err != nil {
 		return fmt.Errorf("failing execution: %w", err)
 	}
-	return r.e.finalize(ctx, r.tx, row, r.events)
+	return r.e.finalize(ctx, r.tx, row, r.events, finish{freed: !r.slotless, thread: r.thread})
 }
 
 func percentage(done, total int) float64 {

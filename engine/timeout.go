@@ -126,7 +126,7 @@ func (e *Engine) timeoutLocked(ctx context.Context, tx pgx.Tx, thread *dbsqlc.Th
 			if err != nil {
 				return fmt.Errorf("retrying wait: %w", err)
 			}
-			return e.startWait(ctx, tx, next, wd, run.events, append(attrs, "retry", int(retries)+1), node.ActionType)
+			return e.startWait(ctx, tx, next, wd, run.events, append(attrs, "retry", int(retries)+1), node.ActionType, true)
 		}
 		e.InfoContext(ctx, fmt.Sprintf("Execution %s ran out of wait retries (%d)", row.ExecutionID, maxRetries), attrs...)
 	}
@@ -138,5 +138,5 @@ func (e *Engine) timeoutLocked(ctx context.Context, tx pgx.Tx, thread *dbsqlc.Th
 	if err != nil {
 		return fmt.Errorf("ending execution on timeout: %w", err)
 	}
-	return e.finalize(ctx, tx, out, run.events)
+	return e.finalize(ctx, tx, out, run.events, finish{freed: true})
 }

@@ -105,7 +105,7 @@ func (r *stepRun) enterWait(ctx context.Context, node *Node, payload map[string]
 			return nil, err
 		}
 	}
-	if err := r.e.startWait(ctx, r.tx, row, data, r.events, r.logAttrs(), node.ActionType); err != nil {
+	if err := r.e.startWait(ctx, r.tx, row, data, r.events, r.logAttrs(), node.ActionType, !r.slotless); err != nil {
 		return nil, err
 	}
 	// Events that arrived while the execution was running may end the wait
@@ -117,8 +117,9 @@ func (r *stepRun) enterWait(ctx context.Context, node *Node, payload map[string]
 }
 
 // startWait writes a wait's event, log lines and timeout job, in the
-// transaction that made the execution wait (or wait again).
-func (e *Engine) startWait(ctx context.Context, tx pgx.Tx, row *dbsqlc.AgentExecution, data map[string]any, events *eventLog, attrs []any, actionType string) error {
+// transaction that made the execution wait (or wait again). freed says the
+// execution held a lane slot until now, which admission may give on.
+func (e *Engine) startWait(ctx context.Context, tx pgx.Tx, row *dbsqlc.AgentExecution, data map[string]any, events *eventLog, attrs []any, actionType string, freed bool) error {
 	waitingFor := deref(row.WaitingFor)
 	msg := fmt.Sprintf("Execution %s entering WAITING state (waitingFor: %s)", row.ExecutionID, waitingFor)
 	events.add(EventWaiting, "info", deref(row.CurrentNodeID), msg, map[string]any{
@@ -131,8 +132,10 @@ func (e *Engine) startWait(ctx context.Context, tx pgx.Tx, row *dbsqlc.AgentExec
 		return fmt.Errorf("enqueueing wait timeout: %w", err)
 	}
 	// Waiting holds no lane slot.
-	if err := e.slotFreed(ctx, tx, row); err != nil {
-		return err
+	if freed {
+		if err := e.slotFreed(ctx, tx, row); err != nil {
+			return err
+		}
 	}
 	e.InfoContext(ctx, fmt.Sprintf("Action %s requires wait", actionType), attrs...)
 	e.DebugContext(ctx, fmt.Sprintf("Saving checkpoint for execution %s", row.ExecutionID), attrs...)

@@ -562,13 +562,17 @@ INSERT INTO agent_execution (
     tenant_id, execution_id, workflow_id, version, status, lane, thread_id,
     parent_execution_id, can_inherit_lock, restarted_from, current_node_id,
     input, context, variables, correlation_id, idempotency_key, callback_url,
-    priority, total_steps, event_data
+    priority, total_steps, event_data, started_at, current_step_started_at, step_seq
 ) VALUES (
-    $1, $2, $3, $4, 'pending', $5, $6,
-    $7, $8, $9, $10,
-    $11, $12, $13, $14,
-    $15, $16,
-    $17, $18, $19
+    $1, $2, $3, $4,
+    CASE WHEN $5::boolean THEN 'running' ELSE 'pending' END::execution_status, $6, $7,
+    $8, $9, $10, $11,
+    $12, $13, $14, $15,
+    $16, $17,
+    $18, $19, $20,
+    CASE WHEN $5::boolean THEN clock_timestamp() END,
+    CASE WHEN $5::boolean THEN clock_timestamp() END,
+    CASE WHEN $5::boolean THEN 1 ELSE 0 END
 )
 RETURNING id, tenant_id, execution_id, workflow_id, version, status, lane, session_key, thread_id, parent_execution_id, can_inherit_lock, restarted_from, current_node_id, current_step_started_at, input, context, variables, conversation_history, node_path, steps_completed, total_steps, step_seq, waiting_for, waiting_until, waiting_data, wait_seq, event_data, result_type, result_summary, result, error_code, error_message, failed_node_id, cancelled_by, cancel_reason, correlation_id, idempotency_key, callback_url, priority, created_at, started_at, updated_at, completed_at, node_attempt, error_details, lock_inherited_from, queued_at, admit_first
 `
@@ -578,6 +582,7 @@ type ExecutionInsertParams struct {
 	ExecutionID       string
 	WorkflowID        string
 	Version           string
+	Running           bool
 	Lane              string
 	ThreadID          int64
 	ParentExecutionID *int64
@@ -595,12 +600,16 @@ type ExecutionInsertParams struct {
 	EventData         json.RawMessage
 }
 
+// A new execution: pending, or with @running already running at its first
+// step (a start whose first step settles in its own transaction, which
+// takes no lane slot: engine/lane.go).
 func (q *Queries) ExecutionInsert(ctx context.Context, db DBTX, arg *ExecutionInsertParams) (*AgentExecution, error) {
 	row := db.QueryRow(ctx, executionInsert,
 		arg.TenantID,
 		arg.ExecutionID,
 		arg.WorkflowID,
 		arg.Version,
+		arg.Running,
 		arg.Lane,
 		arg.ThreadID,
 		arg.ParentExecutionID,

@@ -386,6 +386,24 @@ func (q *Queries) ThreadLockByThreadID(ctx context.Context, db DBTX, arg *Thread
 	return &i, err
 }
 
+const threadReleaseLock = `-- name: ThreadReleaseLock :one
+UPDATE thread
+SET active_execution_id = NULL,
+    execution_locked_at = NULL,
+    updated_at = now()
+WHERE id = $1::bigint
+RETURNING (SELECT count(*) FROM thread_message m WHERE m.thread_id = $1::bigint AND m.status = 'queued')::integer AS queued
+`
+
+// Frees the lock and says how many messages wait in the thread's queue
+// (for the drain), in one statement.
+func (q *Queries) ThreadReleaseLock(ctx context.Context, db DBTX, id int64) (int32, error) {
+	row := db.QueryRow(ctx, threadReleaseLock, id)
+	var queued int32
+	err := row.Scan(&queued)
+	return queued, err
+}
+
 const threadSetLock = `-- name: ThreadSetLock :exec
 UPDATE thread
 SET active_execution_id = $1::bigint,
@@ -416,6 +434,33 @@ type ThreadSetQueueSettingsParams struct {
 func (q *Queries) ThreadSetQueueSettings(ctx context.Context, db DBTX, arg *ThreadSetQueueSettingsParams) error {
 	_, err := db.Exec(ctx, threadSetQueueSettings, arg.QueueSettings, arg.ID)
 	return err
+}
+
+const threadTakeFreeLock = `-- name: ThreadTakeFreeLock :one
+UPDATE thread
+SET active_execution_id = $1::bigint,
+    execution_locked_at = now(),
+    updated_at = now()
+WHERE id = $2::bigint
+  AND active_execution_id IS NULL
+  AND NOT EXISTS (SELECT 1 FROM thread_message m WHERE m.thread_id = $2::bigint AND m.status = 'queued')
+RETURNING id
+`
+
+type ThreadTakeFreeLockParams struct {
+	ExecutionID int64
+	ID          int64
+}
+
+// Makes @execution_id the holder of a free lock when no message waits in
+// the thread's queue (the common case, in one statement); no row means
+// messages are queued and the caller decides the slow way. The caller holds
+// the thread row and has seen the lock free.
+func (q *Queries) ThreadTakeFreeLock(ctx context.Context, db DBTX, arg *ThreadTakeFreeLockParams) (int64, error) {
+	row := db.QueryRow(ctx, threadTakeFreeLock, arg.ExecutionID, arg.ID)
+	var id int64
+	err := row.Scan(&id)
+	return id, err
 }
 
 const threadUpdateByContact = `-- name: ThreadUpdateByContact :one

@@ -1,15 +1,22 @@
 -- name: ExecutionInsert :one
+-- A new execution: pending, or with @running already running at its first
+-- step (a start whose first step settles in its own transaction, which
+-- takes no lane slot: engine/lane.go).
 INSERT INTO agent_execution (
     tenant_id, execution_id, workflow_id, version, status, lane, thread_id,
     parent_execution_id, can_inherit_lock, restarted_from, current_node_id,
     input, context, variables, correlation_id, idempotency_key, callback_url,
-    priority, total_steps, event_data
+    priority, total_steps, event_data, started_at, current_step_started_at, step_seq
 ) VALUES (
-    @tenant_id, @execution_id, @workflow_id, @version, 'pending', @lane, @thread_id,
+    @tenant_id, @execution_id, @workflow_id, @version,
+    CASE WHEN @running::boolean THEN 'running' ELSE 'pending' END::execution_status, @lane, @thread_id,
     sqlc.narg('parent_execution_id'), @can_inherit_lock, sqlc.narg('restarted_from'), @current_node_id,
     @input, @context, @variables, @correlation_id,
     sqlc.narg('idempotency_key'), sqlc.narg('callback_url'),
-    @priority, @total_steps, sqlc.narg('event_data')
+    @priority, @total_steps, sqlc.narg('event_data'),
+    CASE WHEN @running::boolean THEN clock_timestamp() END,
+    CASE WHEN @running::boolean THEN clock_timestamp() END,
+    CASE WHEN @running::boolean THEN 1 ELSE 0 END
 )
 RETURNING *;
 

@@ -108,3 +108,27 @@ SELECT sqlc.embed(t), x.execution_id AS holder_key,
 FROM thread t
 LEFT JOIN agent_execution x ON x.id = t.active_execution_id
 WHERE t.tenant_id = @tenant_id::text AND t.thread_id = @thread_id::text;
+
+-- name: ThreadTakeFreeLock :one
+-- Makes @execution_id the holder of a free lock when no message waits in
+-- the thread's queue (the common case, in one statement); no row means
+-- messages are queued and the caller decides the slow way. The caller holds
+-- the thread row and has seen the lock free.
+UPDATE thread
+SET active_execution_id = @execution_id::bigint,
+    execution_locked_at = now(),
+    updated_at = now()
+WHERE id = @id::bigint
+  AND active_execution_id IS NULL
+  AND NOT EXISTS (SELECT 1 FROM thread_message m WHERE m.thread_id = @id::bigint AND m.status = 'queued')
+RETURNING id;
+
+-- name: ThreadReleaseLock :one
+-- Frees the lock and says how many messages wait in the thread's queue
+-- (for the drain), in one statement.
+UPDATE thread
+SET active_execution_id = NULL,
+    execution_locked_at = NULL,
+    updated_at = now()
+WHERE id = @id::bigint
+RETURNING (SELECT count(*) FROM thread_message m WHERE m.thread_id = @id::bigint AND m.status = 'queued')::integer AS queued;
