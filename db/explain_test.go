@@ -186,7 +186,13 @@ func TestHotQueriesUseIndexes(t *testing.T) {
 		{"MessageMarkDelivered", func(r *recorder) { _, _ = q.MessageMarkDelivered(ctx, r, 54300) }},
 		{"MessageFirstQueued", func(r *recorder) { _, _ = q.MessageFirstQueued(ctx, r, 54300) }},
 		{"MessageCountQueued", func(r *recorder) { _, _ = q.MessageCountQueued(ctx, r, 54300) }},
-		{"MessageCountPendingOutbound", func(r *recorder) { _, _ = q.MessageCountPendingOutbound(ctx, r, 54300) }},
+		{"OutboxNext", func(r *recorder) {
+			_, _ = q.OutboxNext(ctx, r, &dbsqlc.OutboxNextParams{ThreadID: 54300, Max: 50})
+		}},
+		{"ThreadTakeFreeLock", func(r *recorder) {
+			_, _ = q.ThreadTakeFreeLock(ctx, r, &dbsqlc.ThreadTakeFreeLockParams{ID: 54300, ExecutionID: 54300})
+		}},
+		{"ThreadReleaseLock", func(r *recorder) { _, _ = q.ThreadReleaseLock(ctx, r, 54300) }},
 		{"MessageReleaseQueued", func(r *recorder) {
 			_, _ = q.MessageReleaseQueued(ctx, r, &dbsqlc.MessageReleaseQueuedParams{ThreadID: 54300, ExecutionIds: []int64{54300, 54400}})
 		}},
@@ -216,6 +222,9 @@ func TestHotQueriesUseIndexes(t *testing.T) {
 		}},
 		// Lanes and the inbound router (issue 5).
 		{"LaneCountRunning", func(r *recorder) { _, _ = q.LaneCountRunning(ctx, r, "main") }},
+		{"LaneHasRoom", func(r *recorder) {
+			_, _ = q.LaneHasRoom(ctx, r, &dbsqlc.LaneHasRoomParams{Lane: "main", MaxConcurrent: 4})
+		}},
 		{"LanePendingCandidates", func(r *recorder) {
 			_, _ = q.LanePendingCandidates(ctx, r, &dbsqlc.LanePendingCandidatesParams{Lane: "main", Max: 36})
 		}},

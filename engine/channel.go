@@ -93,25 +93,28 @@ func (e *Engine) DeliverThread(ctx context.Context, threadID int64) error {
 	defer conn.Release()
 	key := outboxLockBase | threadID
 	for {
-		claimed, err := e.q.OutboxTryLock(ctx, conn, key)
+		// Rows mean this session now holds the thread's outbox; none mean
+		// another session delivers it, or nothing is pending.
+		first, err := e.q.OutboxClaim(ctx, conn, &dbsqlc.OutboxClaimParams{ThreadID: threadID, Key: key, Max: outboxBatch})
 		if err != nil {
+			// The lock may have been taken: only closing the session is
+			// sure to give it up.
+			_ = conn.Conn().Close(context.WithoutCancel(ctx))
 			return fmt.Errorf("claiming outbox of thread %d: %w", threadID, err)
 		}
-		if !claimed {
+		if len(first) == 0 {
 			return nil
 		}
-		deliverErr := e.deliverClaimed(ctx, conn, threadID)
-		if _, err := e.q.OutboxUnlock(context.WithoutCancel(ctx), conn, key); err != nil {
+		deliverErr := e.deliverClaimed(ctx, conn, threadID, first)
+		more, err := e.q.OutboxRelease(context.WithoutCancel(ctx), conn, &dbsqlc.OutboxReleaseParams{ThreadID: threadID, Key: key})
+		if err != nil {
+			_ = conn.Conn().Close(context.WithoutCancel(ctx))
 			return fmt.Errorf("releasing outbox of thread %d: %w", threadID, err)
 		}
 		if deliverErr != nil {
 			return deliverErr
 		}
-		left, err := e.q.MessageCountPendingOutbound(ctx, conn, threadID)
-		if err != nil {
-			return fmt.Errorf("counting pending messages: %w", err)
-		}
-		if left == 0 {
+		if !more {
 			return nil
 		}
 	}
@@ -120,16 +123,12 @@ func (e *Engine) DeliverThread(ctx context.Context, threadID int64) error {
 // outboxBatch is how many pending messages a deliverer reads at a time.
 const outboxBatch = 50
 
-// deliverClaimed delivers pending messages while this session holds the
-// thread's outbox. Each message is recorded delivered (with its
-// thread.message_delivered event, in one statement) as soon as the channel
-// takes it.
-func (e *Engine) deliverClaimed(ctx context.Context, conn *pgxpool.Conn, threadID int64) error {
+// deliverClaimed delivers pending messages, pending first, while this
+// session holds the thread's outbox. Each message is recorded delivered
+// (with its thread.message_delivered event, in one statement) as soon as the
+// channel takes it.
+func (e *Engine) deliverClaimed(ctx context.Context, conn *pgxpool.Conn, threadID int64, pending []*dbsqlc.OutboxMessage) error {
 	for {
-		pending, err := e.q.OutboxNext(ctx, conn, &dbsqlc.OutboxNextParams{ThreadID: threadID, Max: outboxBatch})
-		if err != nil {
-			return fmt.Errorf("listing pending messages: %w", err)
-		}
 		for _, m := range pending {
 			// A stopping worker sends nothing more: what it sends, it records.
 			if err := ctx.Err(); err != nil {
@@ -151,6 +150,10 @@ func (e *Engine) deliverClaimed(ctx context.Context, conn *pgxpool.Conn, threadI
 		}
 		if len(pending) < outboxBatch {
 			return nil
+		}
+		var err error
+		if pending, err = e.q.OutboxNext(ctx, conn, &dbsqlc.OutboxNextParams{ThreadID: threadID, Max: outboxBatch}); err != nil {
+			return fmt.Errorf("listing pending messages: %w", err)
 		}
 	}
 }

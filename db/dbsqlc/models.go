@@ -317,6 +317,21 @@ type MonitorWaitingExecution struct {
 	WaitingHours float64
 }
 
+type OutboxMessage struct {
+	ID           int64
+	TenantID     string
+	ExecutionID  *int64
+	NodeID       *string
+	Body         string
+	CreatedAt    time.Time
+	ThreadKey    string
+	Channel      string
+	Contact      string
+	ExecutionKey string
+	ThreadID     int64
+	DeliverySeq  *int64
+}
+
 type RiverJob struct {
 	ID          int64
 	State       RiverJobState

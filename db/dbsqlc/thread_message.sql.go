@@ -10,17 +10,6 @@ import (
 	"time"
 )
 
-const messageCountPendingOutbound = `-- name: MessageCountPendingOutbound :one
-SELECT count(*)::integer FROM thread_message WHERE thread_id = $1::bigint AND status = 'pending'
-`
-
-func (q *Queries) MessageCountPendingOutbound(ctx context.Context, db DBTX, threadID int64) (int32, error) {
-	row := db.QueryRow(ctx, messageCountPendingOutbound, threadID)
-	var column_1 int32
-	err := row.Scan(&column_1)
-	return column_1, err
-}
-
 const messageCountQueued = `-- name: MessageCountQueued :one
 SELECT count(*)::integer FROM thread_message WHERE thread_id = $1::bigint AND status = 'queued'
 `
@@ -540,48 +529,27 @@ func (q *Queries) MessageTimeline(ctx context.Context, db DBTX, arg *MessageTime
 	return items, nil
 }
 
-const outboxNext = `-- name: OutboxNext :many
-SELECT m.id, m.tenant_id, m.execution_id, m.node_id, m.body, m.created_at,
-       t.thread_id AS thread_key, t.channel, t.contact, coalesce(x.execution_id, '')::text AS execution_key
-FROM thread_message m
-JOIN thread t ON t.id = m.thread_id
-LEFT JOIN agent_execution x ON x.id = m.execution_id
-WHERE m.thread_id = $1::bigint
-  AND m.direction = 'out'
-  AND m.status = 'pending'
-ORDER BY m.delivery_seq, m.id
-LIMIT $2::integer
+const outboxClaim = `-- name: OutboxClaim :many
+SELECT id, tenant_id, execution_id, node_id, body, created_at, thread_key, channel, contact, execution_key, thread_id, delivery_seq FROM outbox_claim($1::bigint, $2::bigint, $3::integer)
 `
 
-type OutboxNextParams struct {
+type OutboxClaimParams struct {
 	ThreadID int64
+	Key      int64
 	Max      int32
 }
 
-type OutboxNextRow struct {
-	ID           int64
-	TenantID     string
-	ExecutionID  *int64
-	NodeID       *string
-	Body         string
-	CreatedAt    time.Time
-	ThreadKey    string
-	Channel      string
-	Contact      string
-	ExecutionKey string
-}
-
-// The next pending outbound messages of a thread, in outbox order, with
-// what a channel needs to address them.
-func (q *Queries) OutboxNext(ctx context.Context, db DBTX, arg *OutboxNextParams) ([]*OutboxNextRow, error) {
-	rows, err := db.Query(ctx, outboxNext, arg.ThreadID, arg.Max)
+// Takes a thread's outbox lock and reads its first pending messages, in one
+// round trip (migration 00013): rows mean the lock is held.
+func (q *Queries) OutboxClaim(ctx context.Context, db DBTX, arg *OutboxClaimParams) ([]*OutboxMessage, error) {
+	rows, err := db.Query(ctx, outboxClaim, arg.ThreadID, arg.Key, arg.Max)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	items := []*OutboxNextRow{}
+	items := []*OutboxMessage{}
 	for rows.Next() {
-		var i OutboxNextRow
+		var i OutboxMessage
 		if err := rows.Scan(
 			&i.ID,
 			&i.TenantID,
@@ -593,6 +561,8 @@ func (q *Queries) OutboxNext(ctx context.Context, db DBTX, arg *OutboxNextParams
 			&i.Channel,
 			&i.Contact,
 			&i.ExecutionKey,
+			&i.ThreadID,
+			&i.DeliverySeq,
 		); err != nil {
 			return nil, err
 		}
@@ -604,26 +574,66 @@ func (q *Queries) OutboxNext(ctx context.Context, db DBTX, arg *OutboxNextParams
 	return items, nil
 }
 
-const outboxTryLock = `-- name: OutboxTryLock :one
-SELECT pg_try_advisory_lock($1::bigint)
+const outboxNext = `-- name: OutboxNext :many
+SELECT id, tenant_id, execution_id, node_id, body, created_at, thread_key, channel, contact, execution_key, thread_id, delivery_seq FROM outbox_message
+WHERE thread_id = $1::bigint
+ORDER BY delivery_seq, id
+LIMIT $2::integer
 `
 
-// Claims the delivery of one thread's outbox for this session, across
-// processes, without holding the thread row, which steps need.
-func (q *Queries) OutboxTryLock(ctx context.Context, db DBTX, key int64) (bool, error) {
-	row := db.QueryRow(ctx, outboxTryLock, key)
-	var pg_try_advisory_lock bool
-	err := row.Scan(&pg_try_advisory_lock)
-	return pg_try_advisory_lock, err
+type OutboxNextParams struct {
+	ThreadID int64
+	Max      int32
 }
 
-const outboxUnlock = `-- name: OutboxUnlock :one
-SELECT pg_advisory_unlock($1::bigint)
+// The next pending outbound messages of a thread, in outbox order, for the
+// session that holds its outbox lock (outbox_claim reads the first ones).
+func (q *Queries) OutboxNext(ctx context.Context, db DBTX, arg *OutboxNextParams) ([]*OutboxMessage, error) {
+	rows, err := db.Query(ctx, outboxNext, arg.ThreadID, arg.Max)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []*OutboxMessage{}
+	for rows.Next() {
+		var i OutboxMessage
+		if err := rows.Scan(
+			&i.ID,
+			&i.TenantID,
+			&i.ExecutionID,
+			&i.NodeID,
+			&i.Body,
+			&i.CreatedAt,
+			&i.ThreadKey,
+			&i.Channel,
+			&i.Contact,
+			&i.ExecutionKey,
+			&i.ThreadID,
+			&i.DeliverySeq,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const outboxRelease = `-- name: OutboxRelease :one
+SELECT outbox_release($1::bigint, $2::bigint)::boolean AS more
 `
 
-func (q *Queries) OutboxUnlock(ctx context.Context, db DBTX, key int64) (bool, error) {
-	row := db.QueryRow(ctx, outboxUnlock, key)
-	var pg_advisory_unlock bool
-	err := row.Scan(&pg_advisory_unlock)
-	return pg_advisory_unlock, err
+type OutboxReleaseParams struct {
+	ThreadID int64
+	Key      int64
+}
+
+// Gives the outbox lock up and says whether messages are still pending.
+func (q *Queries) OutboxRelease(ctx context.Context, db DBTX, arg *OutboxReleaseParams) (bool, error) {
+	row := db.QueryRow(ctx, outboxRelease, arg.ThreadID, arg.Key)
+	var more bool
+	err := row.Scan(&more)
+	return more, err
 }

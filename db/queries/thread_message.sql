@@ -19,18 +19,21 @@ ORDER BY delivery_seq, id
 LIMIT @max::integer;
 
 -- name: OutboxNext :many
--- The next pending outbound messages of a thread, in outbox order, with
--- what a channel needs to address them.
-SELECT m.id, m.tenant_id, m.execution_id, m.node_id, m.body, m.created_at,
-       t.thread_id AS thread_key, t.channel, t.contact, coalesce(x.execution_id, '')::text AS execution_key
-FROM thread_message m
-JOIN thread t ON t.id = m.thread_id
-LEFT JOIN agent_execution x ON x.id = m.execution_id
-WHERE m.thread_id = @thread_id::bigint
-  AND m.direction = 'out'
-  AND m.status = 'pending'
-ORDER BY m.delivery_seq, m.id
+-- The next pending outbound messages of a thread, in outbox order, for the
+-- session that holds its outbox lock (outbox_claim reads the first ones).
+SELECT * FROM outbox_message
+WHERE thread_id = @thread_id::bigint
+ORDER BY delivery_seq, id
 LIMIT @max::integer;
+
+-- name: OutboxClaim :many
+-- Takes a thread's outbox lock and reads its first pending messages, in one
+-- round trip (migration 00013): rows mean the lock is held.
+SELECT * FROM outbox_claim(@thread_id::bigint, @key::bigint, @max::integer);
+
+-- name: OutboxRelease :one
+-- Gives the outbox lock up and says whether messages are still pending.
+SELECT outbox_release(@thread_id::bigint, @key::bigint)::boolean AS more;
 
 -- name: MessageRecordDelivered :execrows
 -- Marks a message delivered and writes its thread.message_delivered event,
@@ -113,17 +116,6 @@ WHERE m.thread_id = @thread_id::bigint
   AND m.id > @after_id::bigint
 ORDER BY m.id
 LIMIT @max::integer;
-
--- name: OutboxTryLock :one
--- Claims the delivery of one thread's outbox for this session, across
--- processes, without holding the thread row, which steps need.
-SELECT pg_try_advisory_lock(@key::bigint);
-
--- name: OutboxUnlock :one
-SELECT pg_advisory_unlock(@key::bigint);
-
--- name: MessageCountPendingOutbound :one
-SELECT count(*)::integer FROM thread_message WHERE thread_id = @thread_id::bigint AND status = 'pending';
 
 -- name: MessageTimeline :many
 -- A thread's outbound messages with their senders and whether (and when)
