@@ -166,6 +166,11 @@ func TestHotQueriesUseIndexes(t *testing.T) {
 		{"ExecutionCheckpoint", func(r *recorder) {
 			_, _ = q.ExecutionCheckpoint(ctx, r, &dbsqlc.ExecutionCheckpointParams{CurrentNodeID: "n", Variables: []byte(`{}`), NodePath: []string{"start"}, ID: 54395, StepSeq: 3})
 		}},
+		{"ExecutionInsert", func(r *recorder) {
+			_, _ = q.ExecutionInsert(ctx, r, &dbsqlc.ExecutionInsertParams{TenantID: "t1", ExecutionID: "exec-new", WorkflowID: "wf-1",
+				Version: "1.0", Lane: "main", ThreadID: 54321, CurrentNodeID: ptr("start"), Input: []byte(`{}`), Context: []byte(`{}`),
+				Variables: []byte(`{}`), Priority: 5, Settles: true, LaneLimit: 4})
+		}},
 		{"ExecutionFinishStep", func(r *recorder) {
 			_, _ = q.ExecutionFinishStep(ctx, r, &dbsqlc.ExecutionFinishStepParams{Status: "completed", CurrentNodeID: "end", Variables: []byte(`{}`), NodePath: []string{"start"}, ResultType: "success", ID: 54395, StepSeq: 3})
 		}},
@@ -222,9 +227,6 @@ func TestHotQueriesUseIndexes(t *testing.T) {
 		}},
 		// Lanes and the inbound router (issue 5).
 		{"LaneCountRunning", func(r *recorder) { _, _ = q.LaneCountRunning(ctx, r, "main") }},
-		{"LaneHasRoom", func(r *recorder) {
-			_, _ = q.LaneHasRoom(ctx, r, &dbsqlc.LaneHasRoomParams{Lane: "main", MaxConcurrent: 4})
-		}},
 		{"LanePendingCandidates", func(r *recorder) {
 			_, _ = q.LanePendingCandidates(ctx, r, &dbsqlc.LanePendingCandidatesParams{Lane: "main", Max: 36})
 		}},

@@ -76,7 +76,7 @@ const EventAdmitted = "workflow.admitted"
 // (Definition.FirstStepSettles) — is inserted running and run to its end or
 // wait in the start transaction, without taking its lane row, when the lane
 // has fewer running runs than its limit and no admissible pending run
-// (LaneHasRoom, read without a lock). No other transaction can ever see it
+// (ExecutionInsert reads that without a lock). No other transaction can see it
 // running, so the committed running count never includes it, and it frees
 // no slot when it ends or waits (finish.freed, startWait's freed). Without
 // this, every such start would hold the lane row for its whole transaction:

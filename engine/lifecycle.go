@@ -112,16 +112,12 @@ func (e *Engine) StartExecution(ctx context.Context, tx pgx.Tx, p StartParams) (
 	inline := p.ParentExecutionID == 0 && !e.cfg.DeferFirstStep
 	// A first step that settles here — the run ends or waits before this
 	// transaction commits — needs no slot while its lane has room and no
-	// queue (engine/lane.go, "Runs that never hold a slot").
-	slotless := false
-	if inline && p.SessionKey == "" && def.FirstStepSettles(e.cfg.MaxNodesPerStep) {
-		room, err := e.q.LaneHasRoom(ctx, tx, &dbsqlc.LaneHasRoomParams{Lane: lane, MaxConcurrent: int32(e.laneLimit(lane))})
-		if err != nil {
-			return nil, fmt.Errorf("reading lane %s: %w", lane, err)
-		}
-		slotless = room
-	}
-	if p.LaneFirst && !slotless {
+	// queue: ExecutionInsert then inserts it running (engine/lane.go, "Runs
+	// that never hold a slot"). Such a start does not wait for its lane row
+	// first: it needs the row only when the lane is full or has a queue, and
+	// then it is pending anyway.
+	settles := inline && p.SessionKey == "" && def.FirstStepSettles(e.cfg.MaxNodesPerStep)
+	if p.LaneFirst && !settles {
 		if _, _, err := e.lockLane(ctx, tx, "", lane, true); err != nil {
 			return nil, err
 		}
@@ -161,7 +157,7 @@ func (e *Engine) StartExecution(ctx context.Context, tx pgx.Tx, p StartParams) (
 		CorrelationID: p.CorrelationID, IdempotencyKey: idem, CallbackUrl: callback,
 		Priority: int16(clampPriority(p.Priority)), TotalSteps: int32(def.Remaining(start.ID)),
 		ParentExecutionID: parent, CanInheritLock: p.CanInheritLock, EventData: eventData, RestartedFrom: restartedFrom,
-		Running: slotless,
+		Settles: settles, LaneLimit: int32(e.laneLimit(lane)),
 	})
 	if err != nil {
 		var pgErr *pgconn.PgError
@@ -176,6 +172,7 @@ func (e *Engine) StartExecution(ctx context.Context, tx pgx.Tx, p StartParams) (
 		}
 		row.SessionKey = &p.SessionKey
 	}
+	slotless := row.Status == StatusRunning
 	events := &eventLog{tenantID: p.TenantID, executionID: row.ID}
 	events.add(EventStarted, "info", "", fmt.Sprintf("Starting execution %s", row.ExecutionID), map[string]any{
 		"workflow_id": def.WorkflowID, "version": def.Version, "execution_id": row.ExecutionID,
@@ -209,6 +206,9 @@ func (e *Engine) StartExecution(ctx context.Context, tx pgx.Tx, p StartParams) (
 		return nil, err
 	}
 	run.events.after.report(e.metrics) // the caller commits tx
+	if run.last != nil {
+		return executionFromRow(run.last, threadKey, nil, nil), nil
+	}
 	row, err = e.q.ExecutionGetByID(ctx, tx, row.ID)
 	if err != nil {
 		return nil, fmt.Errorf("reading started execution: %w", err)

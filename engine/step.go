@@ -136,6 +136,9 @@ type stepRun struct {
 	// nodeStart is when the current node began (for a task, when its tool
 	// call began).
 	nodeStart time.Time
+	// last is the execution's row as the step's last write returned it, nil
+	// when something may have changed it since.
+	last *dbsqlc.AgentExecution
 	// slotless says the execution was never admitted to its lane: its start
 	// transaction runs it until it ends or waits (engine/lane.go, "Runs
 	// that never hold a slot"), so ending or waiting frees no slot.
@@ -365,6 +368,7 @@ func (r *stepRun) checkpoint(ctx context.Context, cur string) error {
 	if err != nil {
 		return fmt.Errorf("writing checkpoint: %w", err)
 	}
+	r.last = row
 	if err := r.events.write(ctx, r.e.q, r.tx); err != nil {
 		return err
 	}
@@ -392,6 +396,7 @@ func (r *stepRun) complete(ctx context.Context, node *Node) error {
 	if err != nil {
 		return fmt.Errorf("completing execution: %w", err)
 	}
+	r.last = row
 	return r.e.finalize(ctx, r.tx, row, r.events, finish{freed: !r.slotless, thread: r.thread})
 }
 
@@ -412,6 +417,7 @@ func (r *stepRun) fail(ctx context.Context, f *stepFailure) error {
 	if err != nil {
 		return fmt.Errorf("failing execution: %w", err)
 	}
+	r.last = row
 	return r.e.finalize(ctx, r.tx, row, r.events, finish{freed: !r.slotless, thread: r.thread})
 }
 

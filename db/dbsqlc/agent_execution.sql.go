@@ -558,22 +558,30 @@ func (q *Queries) ExecutionGetByID(ctx context.Context, db DBTX, id int64) (*Age
 }
 
 const executionInsert = `-- name: ExecutionInsert :one
+WITH room AS (
+    SELECT $20::boolean
+           AND (SELECT count(*) FROM (SELECT 1 FROM agent_execution
+                                      WHERE lane = $5::text AND status = 'running'
+                                      LIMIT $21::integer) r) < $21::integer
+           AND NOT EXISTS (SELECT 1 FROM agent_execution
+                           WHERE lane = $5::text AND status = 'pending' AND queued_at <= clock_timestamp()) AS run
+)
 INSERT INTO agent_execution (
     tenant_id, execution_id, workflow_id, version, status, lane, thread_id,
     parent_execution_id, can_inherit_lock, restarted_from, current_node_id,
     input, context, variables, correlation_id, idempotency_key, callback_url,
     priority, total_steps, event_data, started_at, current_step_started_at, step_seq
-) VALUES (
-    $1, $2, $3, $4,
-    CASE WHEN $5::boolean THEN 'running' ELSE 'pending' END::execution_status, $6, $7,
-    $8, $9, $10, $11,
-    $12, $13, $14, $15,
-    $16, $17,
-    $18, $19, $20,
-    CASE WHEN $5::boolean THEN clock_timestamp() END,
-    CASE WHEN $5::boolean THEN clock_timestamp() END,
-    CASE WHEN $5::boolean THEN 1 ELSE 0 END
 )
+SELECT $1, $2, $3, $4,
+       CASE WHEN room.run THEN 'running' ELSE 'pending' END::execution_status, $5, $6,
+       $7, $8, $9, $10,
+       $11, $12, $13, $14,
+       $15, $16,
+       $17, $18, $19,
+       CASE WHEN room.run THEN clock_timestamp() END,
+       CASE WHEN room.run THEN clock_timestamp() END,
+       CASE WHEN room.run THEN 1 ELSE 0 END
+FROM room
 RETURNING id, tenant_id, execution_id, workflow_id, version, status, lane, session_key, thread_id, parent_execution_id, can_inherit_lock, restarted_from, current_node_id, current_step_started_at, input, context, variables, conversation_history, node_path, steps_completed, total_steps, step_seq, waiting_for, waiting_until, waiting_data, wait_seq, event_data, result_type, result_summary, result, error_code, error_message, failed_node_id, cancelled_by, cancel_reason, correlation_id, idempotency_key, callback_url, priority, created_at, started_at, updated_at, completed_at, node_attempt, error_details, lock_inherited_from, queued_at, admit_first
 `
 
@@ -582,7 +590,6 @@ type ExecutionInsertParams struct {
 	ExecutionID       string
 	WorkflowID        string
 	Version           string
-	Running           bool
 	Lane              string
 	ThreadID          int64
 	ParentExecutionID *int64
@@ -598,18 +605,21 @@ type ExecutionInsertParams struct {
 	Priority          int16
 	TotalSteps        int32
 	EventData         json.RawMessage
+	Settles           bool
+	LaneLimit         int32
 }
 
-// A new execution: pending, or with @running already running at its first
-// step (a start whose first step settles in its own transaction, which
-// takes no lane slot: engine/lane.go).
+// A new execution, pending. With @settles (its first step ends or waits in
+// this transaction) it is inserted running at its first step instead when
+// its lane has room: fewer than @lane_limit running and no admissible
+// pending run, read without the lane row lock. Such a run never holds a
+// slot (engine/lane.go, "Runs that never hold a slot").
 func (q *Queries) ExecutionInsert(ctx context.Context, db DBTX, arg *ExecutionInsertParams) (*AgentExecution, error) {
 	row := db.QueryRow(ctx, executionInsert,
 		arg.TenantID,
 		arg.ExecutionID,
 		arg.WorkflowID,
 		arg.Version,
-		arg.Running,
 		arg.Lane,
 		arg.ThreadID,
 		arg.ParentExecutionID,
@@ -625,6 +635,8 @@ func (q *Queries) ExecutionInsert(ctx context.Context, db DBTX, arg *ExecutionIn
 		arg.Priority,
 		arg.TotalSteps,
 		arg.EventData,
+		arg.Settles,
+		arg.LaneLimit,
 	)
 	var i AgentExecution
 	err := row.Scan(

@@ -296,31 +296,6 @@ func (q *Queries) LaneEnsure(ctx context.Context, db DBTX, arg *LaneEnsureParams
 	return err
 }
 
-const laneHasRoom = `-- name: LaneHasRoom :one
-SELECT ((SELECT count(*) FROM (SELECT 1 FROM agent_execution
-                               WHERE lane = $1::text AND status = 'running'
-                               LIMIT $2::integer) r) < $2::integer
-        AND NOT EXISTS (SELECT 1 FROM agent_execution
-                        WHERE lane = $1::text AND status = 'pending' AND queued_at <= clock_timestamp()))::boolean AS room
-`
-
-type LaneHasRoomParams struct {
-	Lane          string
-	MaxConcurrent int32
-}
-
-// Whether the lane could admit a new run right now without queueing it
-// behind anyone: fewer than @max_concurrent running and no admissible
-// pending run. Read without the lane row lock, for starts that settle
-// inside their own transaction (engine/lane.go, "Runs that never hold a
-// slot").
-func (q *Queries) LaneHasRoom(ctx context.Context, db DBTX, arg *LaneHasRoomParams) (bool, error) {
-	row := db.QueryRow(ctx, laneHasRoom, arg.Lane, arg.MaxConcurrent)
-	var room bool
-	err := row.Scan(&room)
-	return room, err
-}
-
 const laneListNeedingDispatch = `-- name: LaneListNeedingDispatch :many
 SELECT l.name
 FROM lane l

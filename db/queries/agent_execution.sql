@@ -1,23 +1,33 @@
 -- name: ExecutionInsert :one
--- A new execution: pending, or with @running already running at its first
--- step (a start whose first step settles in its own transaction, which
--- takes no lane slot: engine/lane.go).
+-- A new execution, pending. With @settles (its first step ends or waits in
+-- this transaction) it is inserted running at its first step instead when
+-- its lane has room: fewer than @lane_limit running and no admissible
+-- pending run, read without the lane row lock. Such a run never holds a
+-- slot (engine/lane.go, "Runs that never hold a slot").
+WITH room AS (
+    SELECT @settles::boolean
+           AND (SELECT count(*) FROM (SELECT 1 FROM agent_execution
+                                      WHERE lane = @lane::text AND status = 'running'
+                                      LIMIT @lane_limit::integer) r) < @lane_limit::integer
+           AND NOT EXISTS (SELECT 1 FROM agent_execution
+                           WHERE lane = @lane::text AND status = 'pending' AND queued_at <= clock_timestamp()) AS run
+)
 INSERT INTO agent_execution (
     tenant_id, execution_id, workflow_id, version, status, lane, thread_id,
     parent_execution_id, can_inherit_lock, restarted_from, current_node_id,
     input, context, variables, correlation_id, idempotency_key, callback_url,
     priority, total_steps, event_data, started_at, current_step_started_at, step_seq
-) VALUES (
-    @tenant_id, @execution_id, @workflow_id, @version,
-    CASE WHEN @running::boolean THEN 'running' ELSE 'pending' END::execution_status, @lane, @thread_id,
-    sqlc.narg('parent_execution_id'), @can_inherit_lock, sqlc.narg('restarted_from'), @current_node_id,
-    @input, @context, @variables, @correlation_id,
-    sqlc.narg('idempotency_key'), sqlc.narg('callback_url'),
-    @priority, @total_steps, sqlc.narg('event_data'),
-    CASE WHEN @running::boolean THEN clock_timestamp() END,
-    CASE WHEN @running::boolean THEN clock_timestamp() END,
-    CASE WHEN @running::boolean THEN 1 ELSE 0 END
 )
+SELECT @tenant_id, @execution_id, @workflow_id, @version,
+       CASE WHEN room.run THEN 'running' ELSE 'pending' END::execution_status, @lane, @thread_id,
+       sqlc.narg('parent_execution_id'), @can_inherit_lock, sqlc.narg('restarted_from'), @current_node_id,
+       @input, @context, @variables, @correlation_id,
+       sqlc.narg('idempotency_key'), sqlc.narg('callback_url'),
+       @priority, @total_steps, sqlc.narg('event_data'),
+       CASE WHEN room.run THEN clock_timestamp() END,
+       CASE WHEN room.run THEN clock_timestamp() END,
+       CASE WHEN room.run THEN 1 ELSE 0 END
+FROM room
 RETURNING *;
 
 -- name: ExecutionGetByID :one

@@ -124,15 +124,3 @@ ORDER BY lane;
 
 -- name: ExecutionSetSession :exec
 UPDATE agent_execution SET session_key = @session_key::text WHERE id = @id::bigint;
-
--- name: LaneHasRoom :one
--- Whether the lane could admit a new run right now without queueing it
--- behind anyone: fewer than @max_concurrent running and no admissible
--- pending run. Read without the lane row lock, for starts that settle
--- inside their own transaction (engine/lane.go, "Runs that never hold a
--- slot").
-SELECT ((SELECT count(*) FROM (SELECT 1 FROM agent_execution
-                               WHERE lane = @lane::text AND status = 'running'
-                               LIMIT @max_concurrent::integer) r) < @max_concurrent::integer
-        AND NOT EXISTS (SELECT 1 FROM agent_execution
-                        WHERE lane = @lane::text AND status = 'pending' AND queued_at <= clock_timestamp()))::boolean AS room;
