@@ -269,9 +269,12 @@ func (d *Definition) index() {
 }
 
 // settleBound is the most nodes a step starting at id runs before the
-// execution ends or waits, or 0 when it can stop while running: a task
-// (its tool is called by a later step) or a loop (MaxNodesPerStep). A
-// missing node counts 1: the step fails there. Results are kept in done: a
+// execution ends or waits, or 0 when it can stop while running — a task
+// (its tool is called by a later step) or a loop (MaxNodesPerStep) — or
+// when it starts a child (trigger_agent): the child's admission, in the same
+// transaction, would count the parent as running and could leave the child
+// pending with nobody to free the slot it counted. A missing node counts 1:
+// the step fails there. Results are kept in done: a
 // loop reachable from the start makes the whole answer 0 wherever it is
 // met, so a node's bound does not depend on the path to it.
 func (d *Definition) settleBound(id string, onPath map[string]bool, done map[string]int) int {
@@ -280,10 +283,12 @@ func (d *Definition) settleBound(id string, onPath map[string]bool, done map[str
 	}
 	n := d.byID[id]
 	switch {
-	case n == nil, n.Type == NodeEnd, n.waits():
+	case n == nil, n.Type == NodeEnd:
 		return 1
-	case n.Type == NodeTask, onPath[id]:
+	case n.Type == NodeTask, n.ActionType == ActionTriggerAgent, onPath[id]:
 		return 0
+	case n.waits():
+		return 1
 	}
 	succ := n.successors()
 	if len(succ) == 0 {

@@ -46,6 +46,10 @@ func TestFirstStepSettles(t *testing.T) {
 		node("work", `"type": "task", "task": "work", "next": "end"`), end)
 	require.False(t, branchTask.FirstStepSettles(100), "one branch calls a tool")
 
+	child := def(node("start", `"type": "start", "next": "kid"`),
+		node("kid", `"type": "action", "actionType": "trigger_agent", "parameters": {"workflow_id": "k", "waitForCompletion": true}, "next": "end"`), end)
+	require.False(t, child.FirstStepSettles(100), "a child is admitted in the parent's transaction, which must hold its slot")
+
 	loop := def(node("start", `"type": "start", "next": "ask"`),
 		node("ask", `"type": "action", "actionType": "wait_for_response", "parameters": {"timeout": "1h"}, "next": "pick"`),
 		node("pick", `"type": "decision", "condition": "${done}", "branches": {"true": "end", "false": "ask"}`), end)

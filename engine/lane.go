@@ -72,8 +72,8 @@ const EventAdmitted = "workflow.admitted"
 // A lane's limit bounds the executions that are running between
 // transactions: waiting for a step job, calling a tool. A top-level start
 // whose first step settles — on every path from the start node the run ends
-// or waits within MaxNodesPerStep nodes, with no task on the way
-// (Definition.FirstStepSettles) — is inserted running and run to its end or
+// or waits within MaxNodesPerStep nodes, with no task and no trigger_agent
+// on the way (Definition.FirstStepSettles) — is inserted running and run to its end or
 // wait in the start transaction, without taking its lane row, when the lane
 // has fewer running runs than its limit and no admissible pending run
 // (ExecutionInsert reads that without a lock). No other transaction can see it

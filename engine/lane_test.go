@@ -628,3 +628,26 @@ func TestSettlingStartsTakeNoSlot(t *testing.T) {
 	require.Zero(t, stepJobs, "a settling start needed a step job")
 	require.Eventually(t, func() bool { return len(b.channel.Messages()) >= n+1 }, 10*time.Second, 20*time.Millisecond, "every greeting is delivered")
 }
+
+// TestChildInTheParentsLaneIsNotStranded: a parent that triggers a child in
+// its own lane (limit 1) and waits for it. The child is admitted once the
+// parent waits — by the parent's own transaction, which frees the slot — and
+// both end promptly, not after the periodic lane sweep.
+func TestChildInTheParentsLaneIsNotStranded(t *testing.T) {
+	t.Parallel()
+	b := setupLanes(t, map[string]int{"solo": 1}, nil)
+	b.define(t, `{"workflow_id": "kid", "version": "1", "lane": "solo", "nodes": [
+	  {"id": "start", "type": "start", "next": "end"},
+	  {"id": "end", "type": "end", "result": {"summary": "ok"}}]}`)
+	b.define(t, `{"workflow_id": "boss", "version": "1", "lane": "solo", "nodes": [
+	  {"id": "start", "type": "start", "next": "kid"},
+	  {"id": "kid", "type": "action", "actionType": "trigger_agent", "parameters": {"workflow_id": "kid", "waitForCompletion": true, "timeout": "1m"}, "next": "end"},
+	  {"id": "end", "type": "end", "result": {"summary": "ok"}}]}`)
+	for range 3 {
+		began := time.Now()
+		boss := b.start(t, engine.StartParams{WorkflowID: "boss"})
+		x := b.waitFor(t, boss.ExecutionID, terminal)
+		require.Equal(t, engine.StatusCompleted, x.Status)
+		require.Less(t, time.Since(began), 3*time.Second, "the child waited for the lane sweep")
+	}
+}

@@ -96,7 +96,6 @@ func (r *stepRun) enterWait(ctx context.Context, node *Node, payload map[string]
 	if err != nil {
 		return nil, fmt.Errorf("entering wait: %w", err)
 	}
-	r.last = row
 	if node.ActionType == ActionRequestInput {
 		r.events.add(EventInputRequest, "info", node.ID, fmt.Sprintf("Execution %s requests input", row.ExecutionID), map[string]any{
 			"node_id": node.ID, "prompt": data["prompt"], "input_type": data["input_type"], "options": data["options"],
@@ -111,13 +110,12 @@ func (r *stepRun) enterWait(ctx context.Context, node *Node, payload map[string]
 	}
 	// Events that arrived while the execution was running may end the wait
 	// at once.
-	resumed, err := r.e.applyBufferedEvents(ctx, r.tx, row)
-	if err != nil {
+	// They may change the row (a partial upload, a resume): whoever needs
+	// it reads it again.
+	if _, err := r.e.applyBufferedEvents(ctx, r.tx, row); err != nil {
 		return nil, err
 	}
-	if resumed {
-		r.last = nil
-	}
+	r.last = nil
 	return nil, nil
 }
 
