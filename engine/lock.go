@@ -244,8 +244,12 @@ func (e *Engine) releaseLock(ctx context.Context, tx pgx.Tx, x *dbsqlc.AgentExec
 			events.add(EventMessageDropped, "info", "", fmt.Sprintf("Dropped %d queued message(s) of cancelled execution %s", n, x.ExecutionID), map[string]any{"count": n})
 		}
 	}
+	if t.ActiveExecutionID != nil && *t.ActiveExecutionID != x.ID {
+		return nil // another execution talks: its own finalize wakes the drain
+	}
 	attrs := []any{"thread_id", t.ThreadID, "execution_id", x.ExecutionID, "tenant_id", x.TenantID}
-	if t.ActiveExecutionID != nil && *t.ActiveExecutionID == x.ID {
+	var queued int32
+	if t.ActiveExecutionID != nil {
 		if x.LockInheritedFrom != nil {
 			parent, err := e.q.ExecutionGetByID(ctx, tx, *x.LockInheritedFrom)
 			if err != nil {
@@ -261,27 +265,22 @@ func (e *Engine) releaseLock(ctx context.Context, tx pgx.Tx, x *dbsqlc.AgentExec
 				return nil
 			}
 		}
-		queued, err := e.q.ThreadReleaseLock(ctx, tx, t.ID)
-		if err != nil {
+		var err error
+		if queued, err = e.q.ThreadReleaseLock(ctx, tx, t.ID); err != nil {
 			return fmt.Errorf("releasing lock: %w", err)
 		}
 		t.ActiveExecutionID, t.ExecutionLockedAt = nil, nil
 		e.InfoContext(ctx, fmt.Sprintf("Thread %s lock released by execution %s", t.ThreadID, x.ExecutionID), attrs...)
 		e.InfoContext(ctx, fmt.Sprintf("Released locks on 1 thread(s) for execution %s", x.ExecutionID), attrs...)
 		events.add(EventLockReleased, "info", "", fmt.Sprintf("Released lock on thread %s", t.ThreadID), map[string]any{"thread_id": t.ThreadID})
-		if queued > 0 {
-			return e.armDrain(ctx, tx, t.ID)
-		}
-		return nil
-	}
-	if t.ActiveExecutionID == nil {
-		queued, err := e.q.MessageCountQueued(ctx, tx, t.ID)
-		if err != nil {
+	} else {
+		var err error
+		if queued, err = e.q.MessageCountQueued(ctx, tx, t.ID); err != nil {
 			return fmt.Errorf("counting queued messages: %w", err)
 		}
-		if queued > 0 {
-			return e.armDrain(ctx, tx, t.ID)
-		}
+	}
+	if queued > 0 {
+		return e.armDrain(ctx, tx, t.ID)
 	}
 	return nil
 }

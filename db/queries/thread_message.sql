@@ -9,15 +9,6 @@ VALUES (
 )
 RETURNING *;
 
--- name: MessageListPendingOutbound :many
-SELECT *
-FROM thread_message
-WHERE thread_id = @thread_id::bigint
-  AND direction = 'out'
-  AND status = 'pending'
-ORDER BY delivery_seq, id
-LIMIT @max::integer;
-
 -- name: OutboxNext :many
 -- The next pending outbound messages of a thread, in outbox order, for the
 -- session that holds its outbox lock (outbox_claim reads the first ones).
@@ -86,16 +77,6 @@ UPDATE thread_message
 SET status = 'dropped'
 WHERE execution_id = @execution_id::bigint
   AND status = 'queued';
-
--- name: MessageMarkDelivered :one
-UPDATE thread_message
-SET status = 'delivered',
-    delivered_at = now(),
-    attempts = attempts + 1,
-    last_error = NULL
-WHERE id = @id::bigint
-  AND status = 'pending'
-RETURNING *;
 
 -- name: MessageRecordFailedAttempt :exec
 UPDATE thread_message
