@@ -42,14 +42,7 @@ func TestInboundCollectDebounceCapSummarizeAndCommand(t *testing.T) {
 	t.Parallel()
 	release := make(chan struct{})
 	b := setup(t, setupOpts{tools: map[string]engine.ToolFunc{
-		"block": func(ctx context.Context, call engine.ToolCall) (map[string]any, error) {
-			select {
-			case <-release:
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			}
-			return map[string]any{}, nil
-		},
+		"block": blockUntil(release),
 	}})
 	b.define(t, taskWorkflow("agent", "block"))
 	_, _, err := b.engine.UpsertThread(context.Background(), b.pool, engine.ThreadUpsert{TenantID: b.tenant, ThreadID: "th", Channel: "whatsapp", Contact: "+52", DefaultWorkflowID: "agent"})

@@ -134,6 +134,19 @@ func (b *testBundle) waitFor(t *testing.T, executionID string, done func(*engine
 	}
 }
 
+// blockUntil is a tool that returns once release is closed (or its call is
+// cancelled).
+func blockUntil(release <-chan struct{}) engine.ToolFunc {
+	return func(ctx context.Context, call engine.ToolCall) (map[string]any, error) {
+		select {
+		case <-release:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		return map[string]any{}, nil
+	}
+}
+
 func terminal(x *engine.Execution) bool { return engine.IsTerminal(x.Status) }
 
 // countRows runs a count query with arguments.

@@ -1,0 +1,171 @@
+package engine_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/batonrun/baton/engine"
+)
+
+// TestFirstStepSettles: a start can skip its lane only when every path of
+// its first step ends the run or makes it wait, with no tool call on the way
+// and within the step's node budget.
+func TestFirstStepSettles(t *testing.T) {
+	tools := engine.NewTools()
+	tools.Register("work", nil)
+	node := func(id, body string) string { return fmt.Sprintf(`{"id": %q, %s}`, id, body) }
+	def := func(nodes ...string) *engine.Definition {
+		raw := `{"workflow_id": "w", "version": "1", "nodes": [`
+		for i, n := range nodes {
+			if i > 0 {
+				raw += ","
+			}
+			raw += n
+		}
+		d, err := engine.ParseDefinition([]byte(raw + `]}`))
+		require.NoError(t, err)
+		require.NoError(t, d.Validate(tools))
+		return d
+	}
+	end := node("end", `"type": "end"`)
+	straight := def(node("start", `"type": "start", "next": "say"`),
+		node("say", `"type": "action", "actionType": "send_message", "parameters": {"message": "hola"}, "next": "end"`), end)
+	require.True(t, straight.FirstStepSettles(100))
+	require.True(t, straight.FirstStepSettles(3), "three nodes fit a budget of three")
+	require.False(t, straight.FirstStepSettles(2), "over the step's node budget")
+
+	waits := def(node("start", `"type": "start", "next": "ask"`),
+		node("ask", `"type": "action", "actionType": "wait_for_response", "parameters": {"timeout": "1h"}, "next": "work"`),
+		node("work", `"type": "task", "task": "work", "next": "end"`), end)
+	require.True(t, waits.FirstStepSettles(100), "the task comes after the wait, in a later step")
+
+	branchTask := def(node("start", `"type": "start", "next": "pick"`),
+		node("pick", `"type": "decision", "condition": "${x} > 1", "branches": {"true": "work", "false": "end"}`),
+		node("work", `"type": "task", "task": "work", "next": "end"`), end)
+	require.False(t, branchTask.FirstStepSettles(100), "one branch calls a tool")
+
+	child := def(node("start", `"type": "start", "next": "kid"`),
+		node("kid", `"type": "action", "actionType": "trigger_agent", "parameters": {"workflow_id": "k", "waitForCompletion": true}, "next": "end"`), end)
+	require.False(t, child.FirstStepSettles(100), "a child is admitted in the parent's transaction, which must hold its slot")
+
+	loop := def(node("start", `"type": "start", "next": "ask"`),
+		node("ask", `"type": "action", "actionType": "wait_for_response", "parameters": {"timeout": "1h"}, "next": "pick"`),
+		node("pick", `"type": "decision", "condition": "${done}", "branches": {"true": "end", "false": "ask"}`), end)
+	require.True(t, loop.FirstStepSettles(100), "a loop through a wait commits at the wait")
+}
+
+// greetWorkflow's first step settles in its start transaction: start,
+// set_variables, send_message, end.
+const greetWorkflow = `{"workflow_id": "greet", "version": "1.0.0", "nodes": [
+  {"id": "start", "type": "start", "next": "set"},
+  {"id": "set", "type": "action", "actionType": "set_variables", "parameters": {"values": {"who": "Ana"}}, "next": "say"},
+  {"id": "say", "type": "action", "actionType": "send_message", "parameters": {"message": "Hola {{who}}"}, "next": "end"},
+  {"id": "end", "type": "end", "result": {"summary": "ok"}}]}`
+
+// TestSettlingStartsTakeNoSlot: a start whose first step ends the run (or
+// makes it wait) in its own transaction needs no lane slot while the lane has
+// room and no queue; in a full lane it queues like any other, FIFO. Many at
+// once on lane main (limit 1) all end, none ever shows as running, and none
+// needed a step job.
+func TestSettlingStartsTakeNoSlot(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	b := setupLanes(t, map[string]int{"main": 1}, map[string]engine.ToolFunc{
+		"block": blockUntil(release),
+	})
+	ctx := context.Background()
+	b.define(t, greetWorkflow)
+	b.define(t, taskWorkflow("slow", "block"))
+
+	// A full lane: the settling start queues behind the running run.
+	slow := b.start(t, engine.StartParams{WorkflowID: "slow"})
+	require.Equal(t, engine.StatusRunning, slow.Status)
+	queued := b.start(t, engine.StartParams{WorkflowID: "greet"})
+	require.Equal(t, engine.StatusPending, queued.Status, "main is full: a settling start waits its turn")
+	close(release)
+	q := b.waitFor(t, queued.ExecutionID, terminal)
+	require.Equal(t, engine.StatusCompleted, q.Status)
+	require.False(t, q.StartedAt.Before(*b.get(t, slow.ExecutionID).CompletedAt), "admitted only once the slot was free")
+
+	// Room and no queue: 40 concurrent settling starts, a sampler watching.
+	stop := make(chan struct{})
+	var overLimit, samples atomic.Int64
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			var running int
+			if b.pool.QueryRow(ctx, `SELECT count(*) FROM agent_execution WHERE lane = 'main' AND status = 'running'`).Scan(&running) == nil {
+				samples.Add(1)
+				if running > 1 {
+					overLimit.Add(1)
+				}
+			}
+		}
+	}()
+	const n = 40
+	ids := make([]int64, n)
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range n {
+		wg.Go(func() {
+			errs[i] = b.engine.WithTx(ctx, func(tx pgx.Tx) error {
+				x, err := b.engine.StartExecution(ctx, tx, engine.StartParams{TenantID: b.tenant, WorkflowID: "greet", ThreadID: fmt.Sprintf("greet-%d", i), Priority: 5})
+				if err == nil {
+					ids[i] = x.ID
+					if x.Status != engine.StatusCompleted {
+						err = fmt.Errorf("start %d ended %s in its transaction", i, x.Status)
+					}
+				}
+				return err
+			})
+		})
+	}
+	wg.Wait()
+	close(stop)
+	<-sampled
+	for _, err := range errs {
+		require.NoError(t, err)
+	}
+	require.Greater(t, samples.Load(), int64(0))
+	require.Zero(t, overLimit.Load(), "a sample saw main running above its limit")
+	var stepJobs int
+	require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE kind = 'execution.step' AND (args->>'execution_id')::bigint = ANY($1)`, ids).Scan(&stepJobs))
+	require.Zero(t, stepJobs, "a settling start needed a step job")
+	require.Eventually(t, func() bool { return len(b.channel.Messages()) >= n+1 }, 10*time.Second, 20*time.Millisecond, "every greeting is delivered")
+}
+
+// TestChildInTheParentsLaneIsNotStranded: a parent that triggers a child in
+// its own lane (limit 1) and waits for it. The child is admitted once the
+// parent waits — by the parent's own transaction, which frees the slot — and
+// both end promptly, not after the periodic lane sweep.
+func TestChildInTheParentsLaneIsNotStranded(t *testing.T) {
+	t.Parallel()
+	b := setupLanes(t, map[string]int{"solo": 1}, nil)
+	b.define(t, `{"workflow_id": "kid", "version": "1", "lane": "solo", "nodes": [
+	  {"id": "start", "type": "start", "next": "end"},
+	  {"id": "end", "type": "end", "result": {"summary": "ok"}}]}`)
+	b.define(t, `{"workflow_id": "boss", "version": "1", "lane": "solo", "nodes": [
+	  {"id": "start", "type": "start", "next": "kid"},
+	  {"id": "kid", "type": "action", "actionType": "trigger_agent", "parameters": {"workflow_id": "kid", "waitForCompletion": true, "timeout": "1m"}, "next": "end"},
+	  {"id": "end", "type": "end", "result": {"summary": "ok"}}]}`)
+	for range 3 {
+		began := time.Now()
+		boss := b.start(t, engine.StartParams{WorkflowID: "boss"})
+		x := b.waitFor(t, boss.ExecutionID, terminal)
+		require.Equal(t, engine.StatusCompleted, x.Status)
+		require.Less(t, time.Since(began), 3*time.Second, "the child waited for the lane sweep")
+	}
+}
