@@ -285,6 +285,11 @@ func (b *bencher) batonRun(ctx context.Context, eng *engine.Engine, concurrency 
 					}
 					return
 				}
+				if engine.IsTerminal(x.Status) {
+					// It ended in its start transaction, which has committed.
+					samples[i] = append(samples[i], sample{began, time.Now()})
+					continue
+				}
 				select {
 				case <-w.wait(x.ID):
 					samples[i] = append(samples[i], sample{began, time.Now()})
