@@ -122,7 +122,7 @@ func (e *Engine) StartExecution(ctx context.Context, tx pgx.Tx, p StartParams) (
 			return nil, err
 		}
 	}
-	thread, err := e.ensureThread(ctx, tx, p.TenantID, threadKey)
+	thread, threadCreated, err := e.ensureThread(ctx, tx, p.TenantID, threadKey)
 	if err != nil {
 		return nil, err
 	}
@@ -201,8 +201,12 @@ func (e *Engine) StartExecution(ctx context.Context, tx pgx.Tx, p StartParams) (
 	run := newStepRun(e, tx, def.Definition, row)
 	run.thread = thread
 	run.slotless = slotless
+	run.newThread = slotless && threadCreated
 	run.events = events // workflow.started goes first, written with the step's
 	if err := run.advance(ctx, nil); err != nil {
+		return nil, err
+	}
+	if err := run.writeNewThreadLock(ctx); err != nil {
 		return nil, err
 	}
 	run.events.after.report(e.metrics) // the caller commits tx
@@ -370,6 +374,9 @@ type finish struct {
 	// thread is the execution's thread row when the caller holds it FOR
 	// UPDATE and has kept its lock columns current (a step), else nil.
 	thread *dbsqlc.Thread
+	// newThread says thread was inserted by this transaction and its lock
+	// lives in thread alone (stepRun.newThread).
+	newThread bool
 }
 
 // lostTransition builds the typed error of a transition that found the
@@ -391,7 +398,7 @@ func (e *Engine) finalize(ctx context.Context, tx pgx.Tx, row *dbsqlc.AgentExecu
 	if events == nil {
 		events = &eventLog{tenantID: row.TenantID, executionID: row.ID}
 	}
-	if err := e.releaseLock(ctx, tx, row, events, fin.thread); err != nil {
+	if err := e.releaseLock(ctx, tx, row, events, fin.thread, fin.newThread); err != nil {
 		return err
 	}
 	if err := e.resumeParent(ctx, tx, row); err != nil {

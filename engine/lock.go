@@ -226,8 +226,17 @@ func (e *Engine) armDrain(ctx context.Context, tx pgx.Tx, threadID int64) error 
 // inherited lock back to the execution it came from (when that one is still
 // live) or releases it, and wakes the drain when messages are queued. held
 // is the thread row when the caller holds it and has kept its lock columns
-// current, else nil.
-func (e *Engine) releaseLock(ctx context.Context, tx pgx.Tx, x *dbsqlc.AgentExecution, events *eventLog, held *dbsqlc.Thread) error {
+// current, else nil. newThread says held was inserted by this transaction
+// and its lock lives in held alone (stepRun.newThread): nobody else can
+// have queued on it, so releasing is forgetting.
+func (e *Engine) releaseLock(ctx context.Context, tx pgx.Tx, x *dbsqlc.AgentExecution, events *eventLog, held *dbsqlc.Thread, newThread bool) error {
+	if newThread {
+		if held.ActiveExecutionID != nil && *held.ActiveExecutionID == x.ID {
+			held.ActiveExecutionID = nil
+			e.lockReleased(ctx, x, held, events)
+		}
+		return nil
+	}
 	t := held
 	if t == nil || t.ID != x.ThreadID {
 		var err error
@@ -270,9 +279,7 @@ func (e *Engine) releaseLock(ctx context.Context, tx pgx.Tx, x *dbsqlc.AgentExec
 			return fmt.Errorf("releasing lock: %w", err)
 		}
 		t.ActiveExecutionID, t.ExecutionLockedAt = nil, nil
-		e.InfoContext(ctx, fmt.Sprintf("Thread %s lock released by execution %s", t.ThreadID, x.ExecutionID), attrs...)
-		e.InfoContext(ctx, fmt.Sprintf("Released locks on 1 thread(s) for execution %s", x.ExecutionID), attrs...)
-		events.add(EventLockReleased, "info", "", fmt.Sprintf("Released lock on thread %s", t.ThreadID), map[string]any{"thread_id": t.ThreadID})
+		e.lockReleased(ctx, x, t, events)
 	} else {
 		var err error
 		if queued, err = e.q.MessageCountQueued(ctx, tx, t.ID); err != nil {
@@ -283,6 +290,14 @@ func (e *Engine) releaseLock(ctx context.Context, tx pgx.Tx, x *dbsqlc.AgentExec
 		return e.armDrain(ctx, tx, t.ID)
 	}
 	return nil
+}
+
+// lockReleased logs and records that x gave up its lock on t.
+func (e *Engine) lockReleased(ctx context.Context, x *dbsqlc.AgentExecution, t *dbsqlc.Thread, events *eventLog) {
+	attrs := []any{"thread_id", t.ThreadID, "execution_id", x.ExecutionID, "tenant_id", x.TenantID}
+	e.InfoContext(ctx, fmt.Sprintf("Thread %s lock released by execution %s", t.ThreadID, x.ExecutionID), attrs...)
+	e.InfoContext(ctx, fmt.Sprintf("Released locks on 1 thread(s) for execution %s", x.ExecutionID), attrs...)
+	events.add(EventLockReleased, "info", "", fmt.Sprintf("Released lock on thread %s", t.ThreadID), map[string]any{"thread_id": t.ThreadID})
 }
 
 // maxHeadsPerDrain bounds how many finished executions one drain transaction

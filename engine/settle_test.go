@@ -169,3 +169,147 @@ func TestChildInTheParentsLaneIsNotStranded(t *testing.T) {
 		require.Less(t, time.Since(began), 3*time.Second, "the child waited for the lane sweep")
 	}
 }
+
+// askWorkflow's first step says something, then waits for an answer: the
+// run keeps its voice on the thread while it waits.
+const askWorkflow = `{"workflow_id": "ask", "version": "1.0.0", "nodes": [
+  {"id": "start", "type": "start", "next": "say"},
+  {"id": "say", "type": "action", "actionType": "send_message", "parameters": {"message": "¿Me mandas tu INE?"}, "next": "wait"},
+  {"id": "wait", "type": "action", "actionType": "wait_for_response", "parameters": {"timeout": "1h"}, "next": "end"},
+  {"id": "end", "type": "end"}]}`
+
+// TestNewThreadLockIsWrittenOnlyWhenKept: a settling start that creates its
+// thread holds the thread's lock in memory (no other transaction can see
+// the thread yet). A run that talks and ends leaves the row as inserted, a
+// run that talks and waits stores its lock once, and that stored lock is a
+// real lock: another execution's message queues behind it. On a thread that
+// already existed, the lock is taken and released in the row as always.
+func TestNewThreadLockIsWrittenOnlyWhenKept(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	b.define(t, greetWorkflow)
+	b.define(t, askWorkflow)
+	ctx := context.Background()
+
+	// start runs workflow on thread and returns the execution with the
+	// number of thread rows its transaction updated (the backend's pending
+	// counts can include earlier transactions': the difference is this
+	// one's).
+	start := func(workflow, thread string) (*engine.Execution, int64) {
+		t.Helper()
+		const updated = `SELECT coalesce(sum(n_tup_upd), 0) FROM pg_stat_xact_user_tables WHERE relname = 'thread'`
+		var x *engine.Execution
+		var before, after int64
+		require.NoError(t, b.engine.WithTx(ctx, func(tx pgx.Tx) error {
+			if err := tx.QueryRow(ctx, updated).Scan(&before); err != nil {
+				return err
+			}
+			var err error
+			if x, err = b.engine.StartExecution(ctx, tx, engine.StartParams{TenantID: b.tenant, WorkflowID: workflow, ThreadID: thread}); err != nil {
+				return err
+			}
+			return tx.QueryRow(ctx, updated).Scan(&after)
+		}))
+		return x, after - before
+	}
+	holder := func(thread string) *string {
+		t.Helper()
+		var key *string
+		require.NoError(t, b.pool.QueryRow(ctx, `SELECT x.execution_id FROM thread t LEFT JOIN agent_execution x ON x.id = t.active_execution_id
+		                                          WHERE t.tenant_id = $1 AND t.thread_id = $2`, b.tenant, thread).Scan(&key))
+		return key
+	}
+	actions := func(x *engine.Execution) []string {
+		t.Helper()
+		logs, err := b.engine.Logs(ctx, b.pool, b.tenant, x.ExecutionID, 0, 100)
+		require.NoError(t, err)
+		var out []string
+		for _, l := range logs {
+			out = append(out, l.Action)
+		}
+		return out
+	}
+
+	greet, updates := start("greet", "new-greet")
+	require.Equal(t, engine.StatusCompleted, greet.Status)
+	require.Zero(t, updates, "a run that took the new thread's lock and ended wrote no lock")
+	require.Nil(t, holder("new-greet"))
+	require.Subset(t, actions(greet), []string{engine.EventLockAcquired, engine.EventLockReleased})
+	require.Eventually(t, func() bool { return len(b.channel.Messages()) == 1 }, 10*time.Second, 10*time.Millisecond, "the greeting is delivered")
+
+	ask, updates := start("ask", "new-ask")
+	require.Equal(t, engine.StatusWaiting, ask.Status)
+	require.Equal(t, int64(1), updates, "a run that waits stores its lock once")
+	require.Equal(t, &ask.ExecutionID, holder("new-ask"))
+	require.Equal(t, 1, countRows(t, b.pool, `SELECT count(*) FROM monitor_active_locks WHERE active_execution_id = $1`, ask.ExecutionID))
+
+	other, updates := start("greet", "new-ask")
+	require.Equal(t, engine.StatusCompleted, other.Status)
+	require.Equal(t, int64(0), updates, "queued behind the waiting holder, the lock untouched")
+	require.Equal(t, 1, countRows(t, b.pool, `SELECT count(*) FROM thread_message m JOIN agent_execution x ON x.id = m.execution_id
+	                                          WHERE x.execution_id = $1 AND m.status = 'queued'`, other.ExecutionID))
+	require.Equal(t, &ask.ExecutionID, holder("new-ask"))
+
+	again, updates := start("greet", "new-greet")
+	require.Equal(t, engine.StatusCompleted, again.Status)
+	require.Equal(t, int64(2), updates, "an existing thread's lock is taken and released in its row")
+	require.Nil(t, holder("new-greet"))
+}
+
+// TestNewThreadFirstUseRace: many starts race to create one thread and talk
+// on it. Whichever creates it holds its lock in memory; the others wait for
+// its row and see the lock it stored. With a run that waits, exactly one
+// talks and the rest queue behind it; with runs that end, every message goes
+// out and the thread ends free.
+func TestNewThreadFirstUseRace(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	b.define(t, greetWorkflow)
+	b.define(t, askWorkflow)
+	const n = 12
+	race := func(workflow, thread string) {
+		t.Helper()
+		var wg sync.WaitGroup
+		errs := make(chan error, n)
+		for range n {
+			wg.Go(func() {
+				errs <- b.engine.WithTx(context.Background(), func(tx pgx.Tx) error {
+					_, err := b.engine.StartExecution(context.Background(), tx, engine.StartParams{TenantID: b.tenant, WorkflowID: workflow, ThreadID: thread})
+					return err
+				})
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			require.NoError(t, err)
+		}
+	}
+	statuses := func(thread string) map[string]int {
+		t.Helper()
+		rows, err := b.pool.Query(context.Background(), `SELECT m.status, count(*)::int FROM thread_message m JOIN thread t ON t.id = m.thread_id
+		                                                 WHERE t.tenant_id = $1 AND t.thread_id = $2 GROUP BY m.status`, b.tenant, thread)
+		require.NoError(t, err)
+		out := map[string]int{}
+		for rows.Next() {
+			var s string
+			var c int
+			require.NoError(t, rows.Scan(&s, &c))
+			out[s] = c
+		}
+		require.NoError(t, rows.Err())
+		return out
+	}
+
+	race("ask", "race-ask")
+	got := statuses("race-ask")
+	require.Equal(t, n-1, got["queued"], "all but the holder queue: %v", got)
+	require.Equal(t, 1, got["pending"]+got["delivered"], "one voice: %v", got)
+	require.Equal(t, 1, countRows(t, b.pool, `SELECT count(*) FROM thread t JOIN thread_message m ON m.execution_id = t.active_execution_id
+	                                          WHERE t.tenant_id = $1 AND t.thread_id = 'race-ask' AND m.status <> 'queued'`, b.tenant),
+		"the holder is the execution whose message went out")
+
+	race("greet", "race-greet")
+	require.Eventually(t, func() bool { return statuses("race-greet")["delivered"] == n }, 20*time.Second, 20*time.Millisecond, "every greeting goes out")
+	require.Equal(t, 0, countRows(t, b.pool, `SELECT count(*) FROM thread WHERE tenant_id = $1 AND thread_id = 'race-greet' AND active_execution_id IS NOT NULL`, b.tenant))
+}

@@ -143,6 +143,13 @@ type stepRun struct {
 	// transaction runs it until it ends or waits (engine/lane.go, "Runs
 	// that never hold a slot"), so ending or waiting frees no slot.
 	slotless bool
+	// newThread says this transaction inserted the thread row and runs the
+	// execution until it ends or waits: no other transaction can see the
+	// thread before commit, so nobody else can hold its lock or queue on
+	// it. Its lock then lives in thread alone, and writeNewThreadLock
+	// stores it once, if the execution still holds it when the
+	// transaction ends: a run that takes the lock and ends writes nothing.
+	newThread bool
 }
 
 func newStepRun(e *Engine, tx pgx.Tx, def *Definition, row *dbsqlc.AgentExecution) *stepRun {
@@ -299,7 +306,16 @@ func (r *stepRun) runAction(ctx context.Context, node *Node, payload map[string]
 // send stores an outbound message on the execution's thread: into the
 // outbox when the execution holds the thread's lock, queued otherwise.
 func (r *stepRun) send(ctx context.Context, nodeID, body string) (map[string]any, error) {
-	decision, err := r.e.acquireForSend(ctx, r.tx, r.thread, r.row, r.events)
+	var decision sendDecision
+	var err error
+	switch {
+	case !r.newThread:
+		decision, err = r.e.acquireForSend(ctx, r.tx, r.thread, r.row, r.events)
+	case r.thread.ActiveExecutionID == nil:
+		decision, err = r.e.tookLock(ctx, r.tx, r.thread, r.row, r.events, "free", false)
+	default:
+		decision = sendDecision{holder: true, reason: "own"}
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -359,6 +375,19 @@ func (r *stepRun) record(node *Node, next string, payload map[string]any) {
 	r.events.add(EventStepUpdate, "info", node.ID, fmt.Sprintf("Step %d: %s %s completed", r.steps, label, node.ID), payload)
 }
 
+// writeNewThreadLock stores the lock of a thread this transaction created
+// (see newThread) when the execution still holds it: it waits, and keeps its
+// voice while it does.
+func (r *stepRun) writeNewThreadLock(ctx context.Context) error {
+	if !r.newThread || r.thread.ActiveExecutionID == nil {
+		return nil
+	}
+	if err := r.e.q.ThreadSetLock(ctx, r.tx, &dbsqlc.ThreadSetLockParams{ID: r.thread.ID, ExecutionID: *r.thread.ActiveExecutionID}); err != nil {
+		return fmt.Errorf("storing the new thread's lock: %w", err)
+	}
+	return nil
+}
+
 // checkpoint stores the walk and enqueues the step that goes on from cur.
 func (r *stepRun) checkpoint(ctx context.Context, cur string) error {
 	row, err := r.e.q.ExecutionCheckpoint(ctx, r.tx, &dbsqlc.ExecutionCheckpointParams{
@@ -397,7 +426,7 @@ func (r *stepRun) complete(ctx context.Context, node *Node) error {
 		return fmt.Errorf("completing execution: %w", err)
 	}
 	r.last = row
-	return r.e.finalize(ctx, r.tx, row, r.events, finish{freed: !r.slotless, thread: r.thread})
+	return r.e.finalize(ctx, r.tx, row, r.events, finish{freed: !r.slotless, thread: r.thread, newThread: r.newThread})
 }
 
 // fail ends the execution as failed at a node.
@@ -418,7 +447,7 @@ func (r *stepRun) fail(ctx context.Context, f *stepFailure) error {
 		return fmt.Errorf("failing execution: %w", err)
 	}
 	r.last = row
-	return r.e.finalize(ctx, r.tx, row, r.events, finish{freed: !r.slotless, thread: r.thread})
+	return r.e.finalize(ctx, r.tx, row, r.events, finish{freed: !r.slotless, thread: r.thread, newThread: r.newThread})
 }
 
 func percentage(done, total int) float64 {

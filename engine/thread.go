@@ -237,23 +237,24 @@ func (e *Engine) CleanupStaleLocks(ctx context.Context, tx pgx.Tx, tenantID stri
 
 // ensureThread returns the thread named threadKey, created on first use (on
 // channel "api", with the key as contact), and holds its row FOR UPDATE in
-// tx.
-func (e *Engine) ensureThread(ctx context.Context, tx pgx.Tx, tenantID, threadKey string) (*dbsqlc.Thread, error) {
-	t, err := e.q.ThreadInsertIfAbsent(ctx, tx, &dbsqlc.ThreadInsertIfAbsentParams{TenantID: tenantID, ThreadID: threadKey, Channel: "api", Contact: threadKey})
+// tx. created says tx inserted the row: no other transaction can see it
+// before tx commits.
+func (e *Engine) ensureThread(ctx context.Context, tx pgx.Tx, tenantID, threadKey string) (t *dbsqlc.Thread, created bool, err error) {
+	t, err = e.q.ThreadInsertIfAbsent(ctx, tx, &dbsqlc.ThreadInsertIfAbsentParams{TenantID: tenantID, ThreadID: threadKey, Channel: "api", Contact: threadKey})
 	if err == nil {
-		return t, nil // new, and ours until commit
+		return t, true, nil // new, and ours until commit
 	}
 	if !errors.Is(err, pgx.ErrNoRows) {
-		return nil, fmt.Errorf("creating thread %s: %w", threadKey, err)
+		return nil, false, fmt.Errorf("creating thread %s: %w", threadKey, err)
 	}
 	t, err = e.q.ThreadLockByThreadID(ctx, tx, &dbsqlc.ThreadLockByThreadIDParams{TenantID: tenantID, ThreadID: threadKey})
 	if errors.Is(err, pgx.ErrNoRows) {
 		// The insert met the channel and contact of another thread.
-		return nil, &ConflictError{Code: "workflow.execute.thread_conflict", Message: fmt.Sprintf(
+		return nil, false, &ConflictError{Code: "workflow.execute.thread_conflict", Message: fmt.Sprintf(
 			"thread %s cannot be created: another thread already has channel api and contact %s", threadKey, threadKey)}
 	}
 	if err != nil {
-		return nil, fmt.Errorf("locking thread %s: %w", threadKey, err)
+		return nil, false, fmt.Errorf("locking thread %s: %w", threadKey, err)
 	}
-	return t, nil
+	return t, false, nil
 }
