@@ -51,8 +51,17 @@ type sendDecision struct {
 // over; stale → clear, then take unless others' messages are queued; else
 // queue. A free lock with queued messages belongs to the drain: newcomers
 // queue behind them. Whenever x takes the lock, its own earlier queued
-// messages go into the outbox first.
-func (e *Engine) acquireForSend(ctx context.Context, tx pgx.Tx, t *dbsqlc.Thread, x *dbsqlc.AgentExecution, events *eventLog) (sendDecision, error) {
+// messages go into the outbox first. newThread says tx inserted t and keeps
+// its lock in t alone until stepRun.writeNewThreadLock, as releaseLock does.
+func (e *Engine) acquireForSend(ctx context.Context, tx pgx.Tx, t *dbsqlc.Thread, x *dbsqlc.AgentExecution, events *eventLog, newThread bool) (sendDecision, error) {
+	if newThread {
+		// Inserted by tx: nobody else can hold or queue on it, and its lock
+		// lives in t alone (stepRun.newThread).
+		if t.ActiveExecutionID != nil {
+			return sendDecision{holder: true, reason: "own"}, nil
+		}
+		return e.tookLock(ctx, tx, t, x, events, "free", false)
+	}
 	attrs := []any{"thread_id", t.ThreadID, "execution_id", x.ExecutionID, "tenant_id", x.TenantID}
 	if t.ActiveExecutionID != nil && *t.ActiveExecutionID == x.ID {
 		if err := e.q.ThreadSetLock(ctx, tx, &dbsqlc.ThreadSetLockParams{ID: t.ID, ExecutionID: x.ID}); err != nil {

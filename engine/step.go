@@ -306,16 +306,7 @@ func (r *stepRun) runAction(ctx context.Context, node *Node, payload map[string]
 // send stores an outbound message on the execution's thread: into the
 // outbox when the execution holds the thread's lock, queued otherwise.
 func (r *stepRun) send(ctx context.Context, nodeID, body string) (map[string]any, error) {
-	var decision sendDecision
-	var err error
-	switch {
-	case !r.newThread:
-		decision, err = r.e.acquireForSend(ctx, r.tx, r.thread, r.row, r.events)
-	case r.thread.ActiveExecutionID == nil:
-		decision, err = r.e.tookLock(ctx, r.tx, r.thread, r.row, r.events, "free", false)
-	default:
-		decision = sendDecision{holder: true, reason: "own"}
-	}
+	decision, err := r.e.acquireForSend(ctx, r.tx, r.thread, r.row, r.events, r.newThread)
 	if err != nil {
 		return nil, err
 	}
