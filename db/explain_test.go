@@ -162,10 +162,8 @@ func TestHotQueriesUseIndexes(t *testing.T) {
 		{"ExecutionCheckpoint", func(r *recorder) {
 			_, _ = q.ExecutionCheckpoint(ctx, r, &dbsqlc.ExecutionCheckpointParams{CurrentNodeID: "n", Variables: []byte(`{}`), NodePath: []string{"start"}, ID: 54395, StepSeq: 3})
 		}},
-		{"ExecutionInsert", func(r *recorder) {
-			_, _ = q.ExecutionInsert(ctx, r, &dbsqlc.ExecutionInsertParams{TenantID: "t1", ExecutionID: "exec-new", WorkflowID: "wf-1",
-				Version: "1.0", Lane: "main", ThreadID: 54321, CurrentNodeID: ptr("start"), Input: []byte(`{}`), Context: []byte(`{}`),
-				Variables: []byte(`{}`), Priority: 5, Settles: true, LaneLimit: 4})
+		{"ExecutionReserve", func(r *recorder) {
+			_, _ = q.ExecutionReserve(ctx, r, &dbsqlc.ExecutionReserveParams{Lane: "main", LaneLimit: 4})
 		}},
 		{"ExecutionFinishStep", func(r *recorder) {
 			_, _ = q.ExecutionFinishStep(ctx, r, &dbsqlc.ExecutionFinishStepParams{Status: "completed", CurrentNodeID: "end", Variables: []byte(`{}`), NodePath: []string{"start"}, ResultType: "success", ID: 54395, StepSeq: 3})

@@ -76,8 +76,9 @@ const EventAdmitted = "workflow.admitted"
 // on the way (Definition.FirstStepSettles) — is inserted running and run to its end or
 // wait in the start transaction, without taking its lane row, when the lane
 // has fewer running runs than its limit and no admissible pending run
-// (ExecutionInsert reads that without a lock). No other transaction can see it
-// running, so the committed running count never includes it, and it frees
+// (ExecutionReserve reads that without a lock). Its row is written once, by
+// its step, in the state the step leaves it in (stepRun.unsaved). No other
+// transaction can see it running, so the committed running count never includes it, and it frees
 // no slot when it ends or waits (finish.freed, startWait's freed). Without
 // this, every such start would hold the lane row for its whole transaction:
 // the lane row would serialize them all. When the lane is full or has a

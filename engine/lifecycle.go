@@ -150,21 +150,30 @@ func (e *Engine) StartExecution(ctx context.Context, tx pgx.Tx, p StartParams) (
 		}
 		callback = &p.CallbackURL
 	}
-	row, err := e.q.ExecutionInsert(ctx, tx, &dbsqlc.ExecutionInsertParams{
+	insert := &dbsqlc.ExecutionInsertParams{
 		TenantID: p.TenantID, ExecutionID: p.ExecutionID, WorkflowID: def.WorkflowID, Version: def.Version,
 		Lane: lane, ThreadID: thread.ID, CurrentNodeID: &start.ID,
 		Input: mustJSON(vars), Context: mustJSON(orEmpty(p.Context)), Variables: mustJSON(vars),
 		CorrelationID: p.CorrelationID, IdempotencyKey: idem, CallbackUrl: callback,
 		Priority: int16(clampPriority(p.Priority)), TotalSteps: int32(def.Remaining(start.ID)),
 		ParentExecutionID: parent, CanInheritLock: p.CanInheritLock, EventData: eventData, RestartedFrom: restartedFrom,
-		Settles: settles, LaneLimit: int32(e.laneLimit(lane)),
-	})
-	if err != nil {
-		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) && pgErr.Code == "23505" && pgErr.ConstraintName == "agent_execution_execution_id_key" {
-			return nil, &ConflictError{Code: "workflow.execute.duplicate_execution_id", Message: fmt.Sprintf("execution_id %q is already in use", p.ExecutionID)}
+	}
+	// A settling start runs without a slot when its lane has room; its row
+	// is then written once, by the step (stepRun.unsaved).
+	var row *dbsqlc.AgentExecution
+	if settles {
+		res, err := e.q.ExecutionReserve(ctx, tx, &dbsqlc.ExecutionReserveParams{Lane: lane, LaneLimit: int32(e.laneLimit(lane))})
+		if err != nil {
+			return nil, fmt.Errorf("reserving execution: %w", err)
 		}
-		return nil, fmt.Errorf("inserting execution: %w", err)
+		if res.Room {
+			row = settlingRow(res, insert)
+		}
+	}
+	if row == nil {
+		if row, err = e.q.ExecutionInsert(ctx, tx, insert); err != nil {
+			return nil, executionInsertError(err, p.ExecutionID)
+		}
 	}
 	if p.SessionKey != "" {
 		if err := e.q.ExecutionSetSession(ctx, tx, &dbsqlc.ExecutionSetSessionParams{ID: row.ID, SessionKey: p.SessionKey}); err != nil {
@@ -202,6 +211,7 @@ func (e *Engine) StartExecution(ctx context.Context, tx pgx.Tx, p StartParams) (
 	run.thread = thread
 	run.slotless = slotless
 	run.newThread = slotless && threadCreated
+	run.unsaved = slotless
 	run.events = events // workflow.started goes first, written with the step's
 	if err := run.advance(ctx, nil); err != nil {
 		return nil, err
@@ -212,6 +222,9 @@ func (e *Engine) StartExecution(ctx context.Context, tx pgx.Tx, p StartParams) (
 	run.events.after.report(e.metrics) // the caller commits tx
 	if run.last != nil {
 		return executionFromRow(run.last, threadKey, nil, nil), nil
+	}
+	if err := run.save(ctx); err != nil {
+		return nil, err
 	}
 	row, err = e.q.ExecutionGetByID(ctx, tx, row.ID)
 	if err != nil {
@@ -450,6 +463,32 @@ func (e *Engine) finalize(ctx context.Context, tx pgx.Tx, row *dbsqlc.AgentExecu
 	e.Log(ctx, levelOf(level), msg, "execution_id", row.ExecutionID, "tenant_id", row.TenantID,
 		"thread_id", row.ThreadID, "correlation_id", row.CorrelationID, "status", string(row.Status))
 	return nil
+}
+
+// settlingRow is the row of a settling start as ExecutionInsert would have
+// written it running at its first step, with the id and times reserved for
+// it; stepRun.save or the step's end writes it.
+func settlingRow(res *dbsqlc.ExecutionReserveRow, p *dbsqlc.ExecutionInsertParams) *dbsqlc.AgentExecution {
+	started := res.StartedAt
+	return &dbsqlc.AgentExecution{
+		ID: res.ID, TenantID: p.TenantID, ExecutionID: p.ExecutionID, WorkflowID: p.WorkflowID, Version: p.Version,
+		Status: StatusRunning, Lane: p.Lane, ThreadID: p.ThreadID, CanInheritLock: p.CanInheritLock,
+		RestartedFrom: p.RestartedFrom, CurrentNodeID: p.CurrentNodeID, CurrentStepStartedAt: &started,
+		Input: p.Input, Context: p.Context, Variables: p.Variables, ConversationHistory: json.RawMessage("[]"),
+		NodePath: []string{}, TotalSteps: p.TotalSteps, StepSeq: 1,
+		CorrelationID: p.CorrelationID, IdempotencyKey: p.IdempotencyKey, CallbackUrl: p.CallbackUrl, Priority: p.Priority,
+		CreatedAt: res.CreatedAt, StartedAt: &started, UpdatedAt: res.CreatedAt,
+	}
+}
+
+// executionInsertError names a duplicate execution_id; other errors are
+// wrapped as they are.
+func executionInsertError(err error, executionID string) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "23505" && pgErr.ConstraintName == "agent_execution_execution_id_key" {
+		return &ConflictError{Code: "workflow.execute.duplicate_execution_id", Message: fmt.Sprintf("execution_id %q is already in use", executionID)}
+	}
+	return fmt.Errorf("inserting execution: %w", err)
 }
 
 // completedStatus is the payload status of workflow.completed (API.md).

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 
 	"github.com/batonrun/baton/engine"
@@ -312,4 +313,106 @@ func TestNewThreadFirstUseRace(t *testing.T) {
 	race("greet", "race-greet")
 	require.Eventually(t, func() bool { return statuses("race-greet")["delivered"] == n }, 20*time.Second, 20*time.Millisecond, "every greeting goes out")
 	require.Equal(t, 0, countRows(t, b.pool, `SELECT count(*) FROM thread WHERE tenant_id = $1 AND thread_id = 'race-greet' AND active_execution_id IS NOT NULL`, b.tenant))
+}
+
+// strandedWorkflow fails at its decision in its first step: no branch
+// matches false.
+const strandedWorkflow = `{"workflow_id": "stranded", "version": "1.0.0", "nodes": [
+  {"id": "start", "type": "start", "next": "say"},
+  {"id": "say", "type": "action", "actionType": "send_message", "parameters": {"message": "Un momento"}, "next": "pick"},
+  {"id": "pick", "type": "decision", "condition": "${who} == 'Ana'", "branches": {"true": "end"}},
+  {"id": "end", "type": "end"}]}`
+
+// TestSettlingStartWritesItsRowOnce: a settling start writes its execution
+// row once, in the state its start transaction leaves it in, when its step
+// ends it without needing the row before: one insert and no update. A run
+// that waits, or that talks on a thread that already existed, writes the
+// row first and updates it as before. Either way the stored row is the one
+// an update would have left, a duplicate execution_id is refused, and a
+// message still cannot name an execution that does not exist.
+func TestSettlingStartWritesItsRowOnce(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	b.define(t, greetWorkflow)
+	b.define(t, askWorkflow)
+	b.define(t, strandedWorkflow)
+	ctx := context.Background()
+
+	// start returns the execution with the rows of agent_execution its
+	// transaction inserted and updated (differences of the backend's pending
+	// counts, which can include earlier transactions').
+	start := func(p engine.StartParams) (x *engine.Execution, inserted, updated int64, err error) {
+		t.Helper()
+		const writes = `SELECT coalesce(sum(n_tup_ins), 0), coalesce(sum(n_tup_upd), 0) FROM pg_stat_xact_user_tables WHERE relname = 'agent_execution'`
+		p.TenantID = b.tenant
+		var ins0, upd0, ins1, upd1 int64
+		err = b.engine.WithTx(ctx, func(tx pgx.Tx) error {
+			if err := tx.QueryRow(ctx, writes).Scan(&ins0, &upd0); err != nil {
+				return err
+			}
+			var err error
+			if x, err = b.engine.StartExecution(ctx, tx, p); err != nil {
+				return err
+			}
+			return tx.QueryRow(ctx, writes).Scan(&ins1, &upd1)
+		})
+		return x, ins1 - ins0, upd1 - upd0, err
+	}
+	stored := func(x *engine.Execution) *engine.Execution {
+		t.Helper()
+		got, err := b.engine.GetExecution(ctx, b.pool, b.tenant, x.ExecutionID)
+		require.NoError(t, err)
+		return got
+	}
+
+	greet, ins, upd, err := start(engine.StartParams{WorkflowID: "greet", ThreadID: "once-greet", ExecutionID: "exec-once"})
+	require.NoError(t, err)
+	require.Equal(t, [2]int64{1, 0}, [2]int64{ins, upd}, "ended in its step: inserted once, never updated")
+	row := stored(greet)
+	require.Equal(t, engine.StatusCompleted, row.Status)
+	require.Equal(t, []string{"start", "set", "say", "end"}, row.NodePath)
+	require.Equal(t, 4, row.StepsCompleted)
+	require.Equal(t, "Ana", row.Variables["who"])
+	require.NotNil(t, row.StartedAt)
+	require.NotNil(t, row.CompletedAt)
+	require.False(t, row.CompletedAt.Before(*row.StartedAt))
+	require.Equal(t, 1, countRows(t, b.pool, `SELECT count(*) FROM thread_message m JOIN agent_execution x ON x.id = m.execution_id
+	                                          WHERE x.execution_id = $1`, greet.ExecutionID))
+	require.Eventually(t, func() bool { return len(b.channel.Messages()) == 1 }, 10*time.Second, 10*time.Millisecond, "the greeting is delivered")
+
+	_, _, _, err = start(engine.StartParams{WorkflowID: "greet", ThreadID: "once-other", ExecutionID: "exec-once"})
+	var conflict *engine.ConflictError
+	require.ErrorAs(t, err, &conflict, "a duplicate execution_id is refused at the row's only insert")
+	require.Equal(t, "workflow.execute.duplicate_execution_id", conflict.Code)
+	require.Zero(t, countRows(t, b.pool, `SELECT count(*) FROM thread WHERE tenant_id = $1 AND thread_id = 'once-other'`, b.tenant),
+		"the refused start left nothing")
+
+	stranded, ins, upd, err := start(engine.StartParams{WorkflowID: "stranded", ThreadID: "once-stranded", Input: map[string]any{"who": "Luis"}})
+	require.NoError(t, err)
+	require.Equal(t, [2]int64{1, 0}, [2]int64{ins, upd}, "failed in its step: inserted once, never updated")
+	row = stored(stranded)
+	require.Equal(t, engine.StatusFailed, row.Status)
+	require.Equal(t, "pick", *row.FailedNodeID)
+
+	ask, ins, upd, err := start(engine.StartParams{WorkflowID: "ask", ThreadID: "once-ask"})
+	require.NoError(t, err)
+	require.Equal(t, [2]int64{1, 1}, [2]int64{ins, upd}, "a run that waits writes its row, then its wait")
+	require.Equal(t, engine.StatusWaiting, stored(ask).Status)
+
+	again, ins, upd, err := start(engine.StartParams{WorkflowID: "greet", ThreadID: "once-greet"})
+	require.NoError(t, err)
+	require.Equal(t, [2]int64{1, 1}, [2]int64{ins, upd}, "talking on an existing thread needs the row first")
+	row = stored(again)
+	require.Equal(t, engine.StatusCompleted, row.Status)
+	require.False(t, row.CompletedAt.Before(*row.StartedAt))
+
+	// The message's reference to its execution is checked at commit.
+	err = b.engine.WithTx(ctx, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `INSERT INTO thread_message (tenant_id, thread_id, direction, execution_id, body, status)
+		                        SELECT tenant_id, id, 'out', -1, 'nadie', 'pending' FROM thread WHERE tenant_id = $1 AND thread_id = 'once-greet'`, b.tenant)
+		return err
+	})
+	var pgErr *pgconn.PgError
+	require.ErrorAs(t, err, &pgErr)
+	require.Equal(t, "23503", pgErr.Code, "a message of no execution is refused")
 }

@@ -150,6 +150,13 @@ type stepRun struct {
 	// stores it once, if the execution still holds it when the
 	// transaction ends: a run that takes the lock and ends writes nothing.
 	newThread bool
+	// unsaved says the execution's row is not written yet: a slotless run
+	// whose reserved row (ExecutionReserve) is written once, in the state
+	// the step leaves it in, when the step ends it. Until then the step
+	// runs only nodes that need no row (needsRow); before any other, save
+	// writes the row as it was at the start, and the step goes on as for
+	// any running execution.
+	unsaved bool
 }
 
 func newStepRun(e *Engine, tx pgx.Tx, def *Definition, row *dbsqlc.AgentExecution) *stepRun {
@@ -209,6 +216,11 @@ func (r *stepRun) runNode(ctx context.Context, node *Node, pre *toolResult) (nex
 	r.nodeStart = time.Now()
 	if node.Type == NodeTask && pre != nil {
 		r.nodeStart = r.nodeStart.Add(-pre.duration)
+	}
+	if r.needsRow(node) {
+		if err := r.save(ctx); err != nil {
+			return "", nil, false, err
+		}
 	}
 	payload := map[string]any{"step_id": node.ID, "node_type": node.Type}
 	switch node.Type {
@@ -381,6 +393,9 @@ func (r *stepRun) writeNewThreadLock(ctx context.Context) error {
 
 // checkpoint stores the walk and enqueues the step that goes on from cur.
 func (r *stepRun) checkpoint(ctx context.Context, cur string) error {
+	if err := r.save(ctx); err != nil {
+		return err
+	}
 	row, err := r.e.q.ExecutionCheckpoint(ctx, r.tx, &dbsqlc.ExecutionCheckpointParams{
 		ID: r.row.ID, StepSeq: r.row.StepSeq, CurrentNodeID: cur, Variables: mustJSON(r.vars),
 		NodePath: r.path, StepsCompleted: int32(r.steps), TotalSteps: int32(r.steps + r.def.Remaining(cur)),
@@ -408,7 +423,7 @@ func (r *stepRun) complete(ctx context.Context, node *Node) error {
 	if summary == "" {
 		summary = "Workflow completed successfully"
 	}
-	row, err := r.e.q.ExecutionFinishStep(ctx, r.tx, &dbsqlc.ExecutionFinishStepParams{
+	row, err := r.finishStep(ctx, &dbsqlc.ExecutionFinishStepParams{
 		ID: r.row.ID, StepSeq: r.row.StepSeq, Status: StatusCompleted, CurrentNodeID: node.ID,
 		Variables: mustJSON(r.vars), NodePath: r.path, StepsCompleted: int32(r.steps), TotalSteps: int32(r.steps),
 		ResultType: "success", ResultSummary: &summary, Result: mustJSON(result),
@@ -427,7 +442,7 @@ func (r *stepRun) fail(ctx context.Context, f *stepFailure) error {
 	if f.details != nil {
 		details = mustJSON(f.details)
 	}
-	row, err := r.e.q.ExecutionFinishStep(ctx, r.tx, &dbsqlc.ExecutionFinishStepParams{
+	row, err := r.finishStep(ctx, &dbsqlc.ExecutionFinishStepParams{
 		ID: r.row.ID, StepSeq: r.row.StepSeq, Status: StatusFailed, CurrentNodeID: f.nodeID,
 		Variables: mustJSON(r.vars), NodePath: r.path, StepsCompleted: int32(r.steps),
 		TotalSteps: int32(r.steps + r.def.Remaining(f.nodeID)),
@@ -439,6 +454,70 @@ func (r *stepRun) fail(ctx context.Context, f *stepFailure) error {
 	}
 	r.last = row
 	return r.e.finalize(ctx, r.tx, row, r.events, finish{freed: !r.slotless, thread: r.thread, newThread: r.newThread})
+}
+
+// needsRow reports whether running the node needs the execution's row
+// written first: everything but start, decision, set_variables and end, and
+// send_message on a thread this transaction created (its lock lives in
+// memory, stepRun.newThread), reads or updates the row or rows that refer
+// to it, or makes the execution wait.
+func (r *stepRun) needsRow(node *Node) bool {
+	if !r.unsaved {
+		return false
+	}
+	switch node.Type {
+	case NodeStart, NodeDecision, NodeEnd:
+		return false
+	case NodeAction:
+		return node.ActionType != ActionSetVariables && (node.ActionType != ActionSendMessage || !r.newThread)
+	}
+	return true
+}
+
+// save writes an unsaved execution's row as it was when its step began:
+// running at its first step. The step then updates it as usual.
+func (r *stepRun) save(ctx context.Context) error {
+	if !r.unsaved {
+		return nil
+	}
+	x := r.row
+	row, err := r.e.q.ExecutionInsertSettled(ctx, r.tx, &dbsqlc.ExecutionInsertSettledParams{
+		ID: x.ID, TenantID: x.TenantID, ExecutionID: x.ExecutionID, WorkflowID: x.WorkflowID, Version: x.Version,
+		Status: x.Status, Lane: x.Lane, ThreadID: x.ThreadID, CanInheritLock: x.CanInheritLock, RestartedFrom: x.RestartedFrom,
+		CurrentNodeID: x.CurrentNodeID, Input: x.Input, Context: x.Context, Variables: x.Variables,
+		CorrelationID: x.CorrelationID, IdempotencyKey: x.IdempotencyKey, CallbackUrl: x.CallbackUrl,
+		Priority: x.Priority, TotalSteps: x.TotalSteps, StepsCompleted: x.StepsCompleted, NodePath: x.NodePath,
+		StepSeq: x.StepSeq, CreatedAt: x.CreatedAt, StartedAt: x.StartedAt,
+	})
+	if err != nil {
+		return executionInsertError(err, x.ExecutionID)
+	}
+	r.row, r.unsaved = row, false
+	return nil
+}
+
+// finishStep ends the execution from its step: it updates the row, or, for
+// an unsaved one, writes it ended, as ExecutionFinishStep leaves a row.
+func (r *stepRun) finishStep(ctx context.Context, p *dbsqlc.ExecutionFinishStepParams) (*dbsqlc.AgentExecution, error) {
+	if !r.unsaved {
+		return r.e.q.ExecutionFinishStep(ctx, r.tx, p)
+	}
+	x := r.row
+	row, err := r.e.q.ExecutionInsertSettled(ctx, r.tx, &dbsqlc.ExecutionInsertSettledParams{
+		ID: x.ID, TenantID: x.TenantID, ExecutionID: x.ExecutionID, WorkflowID: x.WorkflowID, Version: x.Version,
+		Status: p.Status, Lane: x.Lane, ThreadID: x.ThreadID, CanInheritLock: x.CanInheritLock, RestartedFrom: x.RestartedFrom,
+		CurrentNodeID: &p.CurrentNodeID, Input: x.Input, Context: x.Context, Variables: p.Variables,
+		CorrelationID: x.CorrelationID, IdempotencyKey: x.IdempotencyKey, CallbackUrl: x.CallbackUrl,
+		Priority: x.Priority, TotalSteps: p.TotalSteps, StepsCompleted: p.StepsCompleted, NodePath: p.NodePath,
+		StepSeq: x.StepSeq + 1, ResultType: &p.ResultType, ResultSummary: p.ResultSummary, Result: p.Result,
+		ErrorCode: p.ErrorCode, ErrorMessage: p.ErrorMessage, FailedNodeID: p.FailedNodeID, ErrorDetails: p.ErrorDetails,
+		CreatedAt: x.CreatedAt, StartedAt: x.StartedAt,
+	})
+	if err != nil {
+		return nil, executionInsertError(err, x.ExecutionID)
+	}
+	r.row, r.unsaved = row, false
+	return row, nil
 }
 
 func percentage(done, total int) float64 {

@@ -8,6 +8,7 @@ package dbsqlc
 import (
 	"context"
 	"encoding/json"
+	"time"
 )
 
 const executionAncestors = `-- name: ExecutionAncestors :many
@@ -333,7 +334,7 @@ SET status = $1::execution_status,
     error_details = $13::jsonb,
     node_attempt = 0,
     step_seq = step_seq + 1,
-    completed_at = now(),
+    completed_at = clock_timestamp(), -- after started_at, even in the transaction that set it
     updated_at = now()
 WHERE id = $14::bigint
   AND status = 'running'
@@ -558,30 +559,19 @@ func (q *Queries) ExecutionGetByID(ctx context.Context, db DBTX, id int64) (*Age
 }
 
 const executionInsert = `-- name: ExecutionInsert :one
-WITH room AS (
-    SELECT $20::boolean
-           AND (SELECT count(*) FROM (SELECT 1 FROM agent_execution
-                                      WHERE lane = $5::text AND status = 'running'
-                                      LIMIT $21::integer) r) < $21::integer
-           AND NOT EXISTS (SELECT 1 FROM agent_execution
-                           WHERE lane = $5::text AND status = 'pending' AND queued_at <= clock_timestamp()) AS run
-)
 INSERT INTO agent_execution (
     tenant_id, execution_id, workflow_id, version, status, lane, thread_id,
     parent_execution_id, can_inherit_lock, restarted_from, current_node_id,
     input, context, variables, correlation_id, idempotency_key, callback_url,
-    priority, total_steps, event_data, started_at, current_step_started_at, step_seq
+    priority, total_steps, event_data
 )
-SELECT $1, $2, $3, $4,
-       CASE WHEN room.run THEN 'running' ELSE 'pending' END::execution_status, $5, $6,
-       $7, $8, $9, $10,
-       $11, $12, $13, $14,
-       $15, $16,
-       $17, $18, $19,
-       CASE WHEN room.run THEN clock_timestamp() END,
-       CASE WHEN room.run THEN clock_timestamp() END,
-       CASE WHEN room.run THEN 1 ELSE 0 END
-FROM room
+VALUES (
+    $1, $2, $3, $4, 'pending', $5, $6,
+    $7, $8, $9, $10,
+    $11, $12, $13, $14,
+    $15, $16,
+    $17, $18, $19
+)
 RETURNING id, tenant_id, execution_id, workflow_id, version, status, lane, session_key, thread_id, parent_execution_id, can_inherit_lock, restarted_from, current_node_id, current_step_started_at, input, context, variables, conversation_history, node_path, steps_completed, total_steps, step_seq, waiting_for, waiting_until, waiting_data, wait_seq, event_data, result_type, result_summary, result, error_code, error_message, failed_node_id, cancelled_by, cancel_reason, correlation_id, idempotency_key, callback_url, priority, created_at, started_at, updated_at, completed_at, node_attempt, error_details, lock_inherited_from, queued_at, admit_first
 `
 
@@ -605,15 +595,9 @@ type ExecutionInsertParams struct {
 	Priority          int16
 	TotalSteps        int32
 	EventData         json.RawMessage
-	Settles           bool
-	LaneLimit         int32
 }
 
-// A new execution, pending. With @settles (its first step ends or waits in
-// this transaction) it is inserted running at its first step instead when
-// its lane has room: fewer than @lane_limit running and no admissible
-// pending run, read without the lane row lock. Such a run never holds a
-// slot (engine/lane.go, "Runs that never hold a slot").
+// A new execution, pending until its lane admits it.
 func (q *Queries) ExecutionInsert(ctx context.Context, db DBTX, arg *ExecutionInsertParams) (*AgentExecution, error) {
 	row := db.QueryRow(ctx, executionInsert,
 		arg.TenantID,
@@ -635,8 +619,153 @@ func (q *Queries) ExecutionInsert(ctx context.Context, db DBTX, arg *ExecutionIn
 		arg.Priority,
 		arg.TotalSteps,
 		arg.EventData,
-		arg.Settles,
-		arg.LaneLimit,
+	)
+	var i AgentExecution
+	err := row.Scan(
+		&i.ID,
+		&i.TenantID,
+		&i.ExecutionID,
+		&i.WorkflowID,
+		&i.Version,
+		&i.Status,
+		&i.Lane,
+		&i.SessionKey,
+		&i.ThreadID,
+		&i.ParentExecutionID,
+		&i.CanInheritLock,
+		&i.RestartedFrom,
+		&i.CurrentNodeID,
+		&i.CurrentStepStartedAt,
+		&i.Input,
+		&i.Context,
+		&i.Variables,
+		&i.ConversationHistory,
+		&i.NodePath,
+		&i.StepsCompleted,
+		&i.TotalSteps,
+		&i.StepSeq,
+		&i.WaitingFor,
+		&i.WaitingUntil,
+		&i.WaitingData,
+		&i.WaitSeq,
+		&i.EventData,
+		&i.ResultType,
+		&i.ResultSummary,
+		&i.Result,
+		&i.ErrorCode,
+		&i.ErrorMessage,
+		&i.FailedNodeID,
+		&i.CancelledBy,
+		&i.CancelReason,
+		&i.CorrelationID,
+		&i.IdempotencyKey,
+		&i.CallbackUrl,
+		&i.Priority,
+		&i.CreatedAt,
+		&i.StartedAt,
+		&i.UpdatedAt,
+		&i.CompletedAt,
+		&i.NodeAttempt,
+		&i.ErrorDetails,
+		&i.LockInheritedFrom,
+		&i.QueuedAt,
+		&i.AdmitFirst,
+	)
+	return &i, err
+}
+
+const executionInsertSettled = `-- name: ExecutionInsertSettled :one
+INSERT INTO agent_execution (
+    id, tenant_id, execution_id, workflow_id, version, status, lane, thread_id,
+    can_inherit_lock, restarted_from, current_node_id,
+    input, context, variables, correlation_id, idempotency_key, callback_url,
+    priority, total_steps, steps_completed, node_path, step_seq,
+    result_type, result_summary, result, error_code, error_message, failed_node_id, error_details,
+    created_at, started_at, current_step_started_at, completed_at
+)
+VALUES (
+    $1, $2, $3, $4, $5, $6, $7, $8,
+    $9, $10, $11,
+    $12, $13, $14, $15, $16, $17,
+    $18, $19, $20, $21::text[], $22,
+    $23, $24, $25,
+    $26, $27, $28, $29,
+    $30, $31, $31,
+    CASE WHEN $6::execution_status IN ('completed', 'failed') THEN clock_timestamp() END
+)
+RETURNING id, tenant_id, execution_id, workflow_id, version, status, lane, session_key, thread_id, parent_execution_id, can_inherit_lock, restarted_from, current_node_id, current_step_started_at, input, context, variables, conversation_history, node_path, steps_completed, total_steps, step_seq, waiting_for, waiting_until, waiting_data, wait_seq, event_data, result_type, result_summary, result, error_code, error_message, failed_node_id, cancelled_by, cancel_reason, correlation_id, idempotency_key, callback_url, priority, created_at, started_at, updated_at, completed_at, node_attempt, error_details, lock_inherited_from, queued_at, admit_first
+`
+
+type ExecutionInsertSettledParams struct {
+	ID             int64
+	TenantID       string
+	ExecutionID    string
+	WorkflowID     string
+	Version        string
+	Status         ExecutionStatus
+	Lane           string
+	ThreadID       int64
+	CanInheritLock bool
+	RestartedFrom  *int64
+	CurrentNodeID  *string
+	Input          json.RawMessage
+	Context        json.RawMessage
+	Variables      json.RawMessage
+	CorrelationID  string
+	IdempotencyKey *string
+	CallbackUrl    *string
+	Priority       int16
+	TotalSteps     int32
+	StepsCompleted int32
+	NodePath       []string
+	StepSeq        int64
+	ResultType     *string
+	ResultSummary  *string
+	Result         json.RawMessage
+	ErrorCode      *string
+	ErrorMessage   *string
+	FailedNodeID   *string
+	ErrorDetails   json.RawMessage
+	CreatedAt      time.Time
+	StartedAt      *time.Time
+}
+
+// Writes a settling start's row (ExecutionReserve), once, as its start
+// transaction leaves it: running when the step goes on to something that
+// needs the row, or ended (completed_at set) when the step ends it.
+func (q *Queries) ExecutionInsertSettled(ctx context.Context, db DBTX, arg *ExecutionInsertSettledParams) (*AgentExecution, error) {
+	row := db.QueryRow(ctx, executionInsertSettled,
+		arg.ID,
+		arg.TenantID,
+		arg.ExecutionID,
+		arg.WorkflowID,
+		arg.Version,
+		arg.Status,
+		arg.Lane,
+		arg.ThreadID,
+		arg.CanInheritLock,
+		arg.RestartedFrom,
+		arg.CurrentNodeID,
+		arg.Input,
+		arg.Context,
+		arg.Variables,
+		arg.CorrelationID,
+		arg.IdempotencyKey,
+		arg.CallbackUrl,
+		arg.Priority,
+		arg.TotalSteps,
+		arg.StepsCompleted,
+		arg.NodePath,
+		arg.StepSeq,
+		arg.ResultType,
+		arg.ResultSummary,
+		arg.Result,
+		arg.ErrorCode,
+		arg.ErrorMessage,
+		arg.FailedNodeID,
+		arg.ErrorDetails,
+		arg.CreatedAt,
+		arg.StartedAt,
 	)
 	var i AgentExecution
 	err := row.Scan(
@@ -821,6 +950,46 @@ func (q *Queries) ExecutionLockForStep(ctx context.Context, db DBTX, arg *Execut
 		&i.LockInheritedFrom,
 		&i.QueuedAt,
 		&i.AdmitFirst,
+	)
+	return &i, err
+}
+
+const executionReserve = `-- name: ExecutionReserve :one
+SELECT nextval(pg_get_serial_sequence('agent_execution', 'id'))::bigint AS id,
+       ((SELECT count(*) FROM (SELECT 1 FROM agent_execution
+                               WHERE lane = $1::text AND status = 'running'
+                               LIMIT $2::integer) r) < $2::integer
+        AND NOT EXISTS (SELECT 1 FROM agent_execution
+                        WHERE lane = $1::text AND status = 'pending' AND queued_at <= clock_timestamp()))::boolean AS room,
+       now()::timestamptz AS created_at,
+       clock_timestamp()::timestamptz AS started_at
+`
+
+type ExecutionReserveParams struct {
+	Lane      string
+	LaneLimit int32
+}
+
+type ExecutionReserveRow struct {
+	ID        int64
+	Room      bool
+	CreatedAt time.Time
+	StartedAt time.Time
+}
+
+// An id and timestamps for a settling start, and whether its lane has room
+// for it: fewer than @lane_limit running and no admissible pending run,
+// read without the lane row lock. Such a run never holds a slot
+// (engine/lane.go, "Runs that never hold a slot"); ExecutionInsertSettled
+// writes its row.
+func (q *Queries) ExecutionReserve(ctx context.Context, db DBTX, arg *ExecutionReserveParams) (*ExecutionReserveRow, error) {
+	row := db.QueryRow(ctx, executionReserve, arg.Lane, arg.LaneLimit)
+	var i ExecutionReserveRow
+	err := row.Scan(
+		&i.ID,
+		&i.Room,
+		&i.CreatedAt,
+		&i.StartedAt,
 	)
 	return &i, err
 }

@@ -1,33 +1,57 @@
+-- name: ExecutionReserve :one
+-- An id and timestamps for a settling start, and whether its lane has room
+-- for it: fewer than @lane_limit running and no admissible pending run,
+-- read without the lane row lock. Such a run never holds a slot
+-- (engine/lane.go, "Runs that never hold a slot"); ExecutionInsertSettled
+-- writes its row.
+SELECT nextval(pg_get_serial_sequence('agent_execution', 'id'))::bigint AS id,
+       ((SELECT count(*) FROM (SELECT 1 FROM agent_execution
+                               WHERE lane = @lane::text AND status = 'running'
+                               LIMIT @lane_limit::integer) r) < @lane_limit::integer
+        AND NOT EXISTS (SELECT 1 FROM agent_execution
+                        WHERE lane = @lane::text AND status = 'pending' AND queued_at <= clock_timestamp()))::boolean AS room,
+       now()::timestamptz AS created_at,
+       clock_timestamp()::timestamptz AS started_at;
+
 -- name: ExecutionInsert :one
--- A new execution, pending. With @settles (its first step ends or waits in
--- this transaction) it is inserted running at its first step instead when
--- its lane has room: fewer than @lane_limit running and no admissible
--- pending run, read without the lane row lock. Such a run never holds a
--- slot (engine/lane.go, "Runs that never hold a slot").
-WITH room AS (
-    SELECT @settles::boolean
-           AND (SELECT count(*) FROM (SELECT 1 FROM agent_execution
-                                      WHERE lane = @lane::text AND status = 'running'
-                                      LIMIT @lane_limit::integer) r) < @lane_limit::integer
-           AND NOT EXISTS (SELECT 1 FROM agent_execution
-                           WHERE lane = @lane::text AND status = 'pending' AND queued_at <= clock_timestamp()) AS run
-)
+-- A new execution, pending until its lane admits it.
 INSERT INTO agent_execution (
     tenant_id, execution_id, workflow_id, version, status, lane, thread_id,
     parent_execution_id, can_inherit_lock, restarted_from, current_node_id,
     input, context, variables, correlation_id, idempotency_key, callback_url,
-    priority, total_steps, event_data, started_at, current_step_started_at, step_seq
+    priority, total_steps, event_data
 )
-SELECT @tenant_id, @execution_id, @workflow_id, @version,
-       CASE WHEN room.run THEN 'running' ELSE 'pending' END::execution_status, @lane, @thread_id,
-       sqlc.narg('parent_execution_id'), @can_inherit_lock, sqlc.narg('restarted_from'), @current_node_id,
-       @input, @context, @variables, @correlation_id,
-       sqlc.narg('idempotency_key'), sqlc.narg('callback_url'),
-       @priority, @total_steps, sqlc.narg('event_data'),
-       CASE WHEN room.run THEN clock_timestamp() END,
-       CASE WHEN room.run THEN clock_timestamp() END,
-       CASE WHEN room.run THEN 1 ELSE 0 END
-FROM room
+VALUES (
+    @tenant_id, @execution_id, @workflow_id, @version, 'pending', @lane, @thread_id,
+    sqlc.narg('parent_execution_id'), @can_inherit_lock, sqlc.narg('restarted_from'), @current_node_id,
+    @input, @context, @variables, @correlation_id,
+    sqlc.narg('idempotency_key'), sqlc.narg('callback_url'),
+    @priority, @total_steps, sqlc.narg('event_data')
+)
+RETURNING *;
+
+-- name: ExecutionInsertSettled :one
+-- Writes a settling start's row (ExecutionReserve), once, as its start
+-- transaction leaves it: running when the step goes on to something that
+-- needs the row, or ended (completed_at set) when the step ends it.
+INSERT INTO agent_execution (
+    id, tenant_id, execution_id, workflow_id, version, status, lane, thread_id,
+    can_inherit_lock, restarted_from, current_node_id,
+    input, context, variables, correlation_id, idempotency_key, callback_url,
+    priority, total_steps, steps_completed, node_path, step_seq,
+    result_type, result_summary, result, error_code, error_message, failed_node_id, error_details,
+    created_at, started_at, current_step_started_at, completed_at
+)
+VALUES (
+    @id, @tenant_id, @execution_id, @workflow_id, @version, @status, @lane, @thread_id,
+    @can_inherit_lock, sqlc.narg('restarted_from'), @current_node_id,
+    @input, @context, @variables, @correlation_id, sqlc.narg('idempotency_key'), sqlc.narg('callback_url'),
+    @priority, @total_steps, @steps_completed, @node_path::text[], @step_seq,
+    sqlc.narg('result_type'), sqlc.narg('result_summary'), sqlc.narg('result'),
+    sqlc.narg('error_code'), sqlc.narg('error_message'), sqlc.narg('failed_node_id'), sqlc.narg('error_details'),
+    @created_at, @started_at, @started_at,
+    CASE WHEN @status::execution_status IN ('completed', 'failed') THEN clock_timestamp() END
+)
 RETURNING *;
 
 -- name: ExecutionGetByID :one
@@ -116,7 +140,7 @@ SET status = @status::execution_status,
     error_details = sqlc.narg('error_details')::jsonb,
     node_attempt = 0,
     step_seq = step_seq + 1,
-    completed_at = now(),
+    completed_at = clock_timestamp(), -- after started_at, even in the transaction that set it
     updated_at = now()
 WHERE id = @id::bigint
   AND status = 'running'
