@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -415,4 +416,54 @@ func TestSettlingStartWritesItsRowOnce(t *testing.T) {
 	var pgErr *pgconn.PgError
 	require.ErrorAs(t, err, &pgErr)
 	require.Equal(t, "23503", pgErr.Code, "a message of no execution is refused")
+}
+
+// TestSettlingDuplicateExecutionIDRace: starts that race with one
+// execution_id, each on a thread of its own, each run their whole first step
+// before their row's only insert. Exactly one commits; the others are
+// refused as duplicates and leave no thread, message or event behind, so
+// exactly one greeting goes out.
+func TestSettlingDuplicateExecutionIDRace(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	b.define(t, greetWorkflow)
+	const n = 10
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range n {
+		wg.Go(func() {
+			errs <- b.engine.WithTx(context.Background(), func(tx pgx.Tx) error {
+				_, err := b.engine.StartExecution(context.Background(), tx, engine.StartParams{
+					TenantID: b.tenant, WorkflowID: "greet", ThreadID: fmt.Sprintf("dup-%d", i), ExecutionID: "exec-dup",
+				})
+				return err
+			})
+		})
+	}
+	wg.Wait()
+	close(errs)
+	var ok, refused int
+	for err := range errs {
+		var conflict *engine.ConflictError
+		switch {
+		case err == nil:
+			ok++
+		case errors.As(err, &conflict) && conflict.Code == "workflow.execute.duplicate_execution_id":
+			refused++
+		default:
+			t.Fatalf("unexpected error: %v", err)
+		}
+	}
+	require.Equal(t, [2]int{1, n - 1}, [2]int{ok, refused})
+	require.Equal(t, 1, countRows(t, b.pool, `SELECT count(*) FROM thread WHERE tenant_id = $1 AND thread_id LIKE 'dup-%'`, b.tenant))
+	require.Equal(t, 1, countRows(t, b.pool, `SELECT count(*) FROM thread_message m JOIN thread t ON t.id = m.thread_id
+	                                          WHERE t.tenant_id = $1 AND t.thread_id LIKE 'dup-%'`, b.tenant))
+	require.Equal(t, 1, countRows(t, b.pool, `SELECT count(*) FROM execution_event e JOIN agent_execution x ON x.id = e.execution_id
+	                                          WHERE x.tenant_id = $1 AND e.action = $2`, b.tenant, engine.EventStarted))
+	require.Zero(t, countRows(t, b.pool, `SELECT count(*) FROM execution_event e WHERE e.tenant_id = $1
+	                                      AND NOT EXISTS (SELECT 1 FROM agent_execution x WHERE x.id = e.execution_id)`, b.tenant),
+		"no event of a refused start")
+	require.Equal(t, 1, countRows(t, b.pool, `SELECT count(*) FROM river_job WHERE kind = 'message.deliver'`),
+		"one delivery job: the refused starts' jobs went with their transactions")
+	require.Eventually(t, func() bool { return len(b.channel.Messages()) == 1 }, 10*time.Second, 10*time.Millisecond)
 }
