@@ -112,8 +112,9 @@ func (e *Engine) StartExecution(ctx context.Context, tx pgx.Tx, p StartParams) (
 	inline := p.ParentExecutionID == 0 && !e.cfg.DeferFirstStep
 	// A first step that settles here — the run ends or waits before this
 	// transaction commits — needs no slot while its lane has room and no
-	// queue: ExecutionInsert then inserts it running (engine/lane.go, "Runs
-	// that never hold a slot"). Such a start does not wait for its lane row
+	// queue: it runs under an id ExecutionReserve takes, and its step writes
+	// its row (engine/lane.go, "Runs that never hold a slot"; stepRun.unsaved).
+	// Such a start does not wait for its lane row
 	// first: it needs the row only when the lane is full or has a queue, and
 	// then it is pending anyway.
 	settles := inline && p.SessionKey == "" && def.FirstStepSettles(e.cfg.MaxNodesPerStep)
