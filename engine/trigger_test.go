@@ -186,6 +186,11 @@ func TestTriggerWithoutWaitDoesNotInherit(t *testing.T) {
 	require.Eventually(t, func() bool {
 		return b.pool.QueryRow(context.Background(), `SELECT execution_id FROM agent_execution WHERE workflow_id = 'kid' AND status = 'completed'`).Scan(&kid) == nil
 	}, 10*time.Second, 20*time.Millisecond)
+	// The parent's message goes out on its own; the ended child's stays
+	// queued behind the parent's lock.
+	require.Equal(t, []string{"parent"}, b.waitDelivered(t, "f", 1))
+	require.Equal(t, 1, countRows(t, b.pool, `SELECT count(*) FROM thread_message m JOIN agent_execution x ON x.id = m.execution_id
+	                                          WHERE x.execution_id = $1 AND m.status = 'queued'`, kid))
 	require.Equal(t, []string{"parent"}, b.deliveredBodies(t, "f"))
 	g.release("p")
 	b.waitFor(t, x.ExecutionID, terminal)

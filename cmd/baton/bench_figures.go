@@ -264,7 +264,8 @@ func (b *bencher) batonRun(ctx context.Context, eng *engine.Engine, concurrency 
 	wg.Go(func() { errs[concurrency] = w.poll(runCtx) })
 	// Each client's start call → its execution seen terminal, by the
 	// client's clock (the database's timestamps cannot tell: a run that ends
-	// in its start transaction has created_at = completed_at).
+	// in its start transaction has its created_at at that transaction's
+	// start, after the client began waiting for a connection).
 	type sample struct{ began, ended time.Time }
 	samples := make([][]sample, concurrency)
 	for i := range concurrency {
@@ -336,9 +337,9 @@ func (b *bencher) batonRun(ctx context.Context, eng *engine.Engine, concurrency 
 	if bad > 0 {
 		return batonRun{}, fmt.Errorf("%d executions ended in the window without completing all %d nodes", bad, benchNodes)
 	}
-	// Executions count when a client saw them end inside the window: their
-	// completed_at is their last transaction's start, which can lie before
-	// the window when that transaction waited for the lane row.
+	// Executions count when a client saw them end inside the window, not by
+	// completed_at: the client sees the end only when the transaction has
+	// committed, which can be well after completed_at under load.
 	var lat latencies
 	for _, ss := range samples {
 		for _, smp := range ss {
