@@ -466,22 +466,6 @@ func (e *Engine) finalize(ctx context.Context, tx pgx.Tx, row *dbsqlc.AgentExecu
 	return nil
 }
 
-// settlingRow is the row of a settling start as ExecutionInsert would have
-// written it running at its first step, with the id and times reserved for
-// it; stepRun.save or the step's end writes it.
-func settlingRow(res *dbsqlc.ExecutionReserveRow, p *dbsqlc.ExecutionInsertParams) *dbsqlc.AgentExecution {
-	started := res.StartedAt
-	return &dbsqlc.AgentExecution{
-		ID: res.ID, TenantID: p.TenantID, ExecutionID: p.ExecutionID, WorkflowID: p.WorkflowID, Version: p.Version,
-		Status: StatusRunning, Lane: p.Lane, ThreadID: p.ThreadID, CanInheritLock: p.CanInheritLock,
-		RestartedFrom: p.RestartedFrom, CurrentNodeID: p.CurrentNodeID, CurrentStepStartedAt: &started,
-		Input: p.Input, Context: p.Context, Variables: p.Variables, ConversationHistory: json.RawMessage("[]"),
-		NodePath: []string{}, TotalSteps: p.TotalSteps, StepSeq: 1,
-		CorrelationID: p.CorrelationID, IdempotencyKey: p.IdempotencyKey, CallbackUrl: p.CallbackUrl, Priority: p.Priority,
-		CreatedAt: res.CreatedAt, StartedAt: &started, UpdatedAt: res.CreatedAt,
-	}
-}
-
 // executionInsertError names a duplicate execution_id; other errors are
 // wrapped as they are.
 func executionInsertError(err error, executionID string) error {

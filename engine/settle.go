@@ -1,0 +1,92 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/batonrun/baton/db/dbsqlc"
+)
+
+// A settling start (engine/lane.go, "Runs that never hold a slot") runs
+// under an id ExecutionReserve takes, and its step writes its row once, in
+// the state the step leaves it in (stepRun.unsaved).
+
+// settlingRow is the row of a settling start as ExecutionInsert would have
+// written it running at its first step, with the id and times reserved for
+// it; stepRun.save or the step's end writes it.
+func settlingRow(res *dbsqlc.ExecutionReserveRow, p *dbsqlc.ExecutionInsertParams) *dbsqlc.AgentExecution {
+	started := res.StartedAt
+	return &dbsqlc.AgentExecution{
+		ID: res.ID, TenantID: p.TenantID, ExecutionID: p.ExecutionID, WorkflowID: p.WorkflowID, Version: p.Version,
+		Status: StatusRunning, Lane: p.Lane, ThreadID: p.ThreadID, CanInheritLock: p.CanInheritLock,
+		RestartedFrom: p.RestartedFrom, CurrentNodeID: p.CurrentNodeID, CurrentStepStartedAt: &started,
+		Input: p.Input, Context: p.Context, Variables: p.Variables, ConversationHistory: json.RawMessage("[]"),
+		NodePath: []string{}, TotalSteps: p.TotalSteps, StepSeq: 1,
+		CorrelationID: p.CorrelationID, IdempotencyKey: p.IdempotencyKey, CallbackUrl: p.CallbackUrl, Priority: p.Priority,
+		CreatedAt: res.CreatedAt, StartedAt: &started, UpdatedAt: res.CreatedAt,
+	}
+}
+
+// needsRow reports whether running the node needs the execution's row
+// written first: everything but start, decision, set_variables and end, and
+// send_message on a thread this transaction created (its lock lives in
+// memory, stepRun.newThread), reads or updates the row or rows that refer
+// to it, or makes the execution wait.
+func (r *stepRun) needsRow(node *Node) bool {
+	if !r.unsaved {
+		return false
+	}
+	switch node.Type {
+	case NodeStart, NodeDecision, NodeEnd:
+		return false
+	case NodeAction:
+		return node.ActionType != ActionSetVariables && (node.ActionType != ActionSendMessage || !r.newThread)
+	}
+	return true
+}
+
+// save writes an unsaved execution's row as it was when its step began:
+// running at its first step. The step then updates it as usual.
+func (r *stepRun) save(ctx context.Context) error {
+	if !r.unsaved {
+		return nil
+	}
+	return r.insertRow(ctx, r.row)
+}
+
+// finishStep ends the execution from its step: it updates the row, or, for
+// an unsaved one, writes it ended, as ExecutionFinishStep leaves a row.
+func (r *stepRun) finishStep(ctx context.Context, p *dbsqlc.ExecutionFinishStepParams) (*dbsqlc.AgentExecution, error) {
+	if !r.unsaved {
+		return r.e.q.ExecutionFinishStep(ctx, r.tx, p)
+	}
+	x := *r.row
+	x.Status, x.CurrentNodeID, x.Variables, x.NodePath = p.Status, &p.CurrentNodeID, p.Variables, p.NodePath
+	x.StepsCompleted, x.TotalSteps, x.StepSeq = p.StepsCompleted, p.TotalSteps, x.StepSeq+1
+	x.ResultType, x.ResultSummary, x.Result = &p.ResultType, p.ResultSummary, p.Result
+	x.ErrorCode, x.ErrorMessage, x.FailedNodeID, x.ErrorDetails = p.ErrorCode, p.ErrorMessage, p.FailedNodeID, p.ErrorDetails
+	if err := r.insertRow(ctx, &x); err != nil {
+		return nil, err
+	}
+	return r.row, nil
+}
+
+// insertRow writes the unsaved execution's row as x; the row the database
+// returns becomes the step's.
+func (r *stepRun) insertRow(ctx context.Context, x *dbsqlc.AgentExecution) error {
+	row, err := r.e.q.ExecutionInsertSettled(ctx, r.tx, &dbsqlc.ExecutionInsertSettledParams{
+		ID: x.ID, TenantID: x.TenantID, ExecutionID: x.ExecutionID, WorkflowID: x.WorkflowID, Version: x.Version,
+		Status: x.Status, Lane: x.Lane, ThreadID: x.ThreadID, CanInheritLock: x.CanInheritLock, RestartedFrom: x.RestartedFrom,
+		CurrentNodeID: x.CurrentNodeID, Input: x.Input, Context: x.Context, Variables: x.Variables,
+		CorrelationID: x.CorrelationID, IdempotencyKey: x.IdempotencyKey, CallbackUrl: x.CallbackUrl,
+		Priority: x.Priority, TotalSteps: x.TotalSteps, StepsCompleted: x.StepsCompleted, NodePath: x.NodePath, StepSeq: x.StepSeq,
+		ResultType: x.ResultType, ResultSummary: x.ResultSummary, Result: x.Result,
+		ErrorCode: x.ErrorCode, ErrorMessage: x.ErrorMessage, FailedNodeID: x.FailedNodeID, ErrorDetails: x.ErrorDetails,
+		CreatedAt: x.CreatedAt, StartedAt: x.StartedAt,
+	})
+	if err != nil {
+		return executionInsertError(err, x.ExecutionID)
+	}
+	r.row, r.unsaved = row, false
+	return nil
+}
