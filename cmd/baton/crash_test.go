@@ -96,6 +96,35 @@ func (s *server) deliveredIDs() map[int64]int {
 	return out
 }
 
+// serveDatabase creates a database for `baton serve` children and a
+// configuration file holding config. It returns the children's environment,
+// a pool on the database and count, which runs a query selecting one
+// integer.
+func serveDatabase(t *testing.T, config string) (env []string, pool *pgxpool.Pool, count func(sql string, args ...any) int) {
+	t.Helper()
+	url := pgtest.NewDatabase(t)
+	cfgPath := filepath.Join(t.TempDir(), "baton.json5")
+	require.NoError(t, os.WriteFile(cfgPath, []byte(config), 0o600))
+	pool, err := pgxpool.New(context.Background(), url)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	count = func(sql string, args ...any) int {
+		var n int
+		require.NoError(t, pool.QueryRow(context.Background(), sql, args...).Scan(&n))
+		return n
+	}
+	return []string{"DATABASE_URL=" + url, "BATON_CONFIG=" + cfgPath}, pool, count
+}
+
+// define stores a workflow definition (JSON) through the API.
+func (s *server) define(t *testing.T, definition string) {
+	t.Helper()
+	var payload map[string]any
+	require.NoError(t, json.Unmarshal([]byte(definition), &payload))
+	status, body := s.post(t, "/api/v1/workflow/definitions", payload)
+	require.Equal(t, http.StatusCreated, status, "%s", body)
+}
+
 // post sends an API request as tenant "crash" and returns the status and body.
 func (s *server) post(t *testing.T, path string, payload any) (int, []byte) {
 	t.Helper()
@@ -187,25 +216,11 @@ func TestSIGKILLWithWaitingAndMidStepExecutions(t *testing.T) {
 	}))
 	t.Cleanup(tool.Close)
 
-	url := pgtest.NewDatabase(t)
-	cfgPath := filepath.Join(t.TempDir(), "baton.json5")
-	require.NoError(t, os.WriteFile(cfgPath, []byte(fmt.Sprintf(`{agents: {defaults: {maxConcurrent: 400}}, tools: {slow: {type: "http", url: %q, timeout: "50s", retry: {max: 0}}}}`, tool.URL)), 0o600))
-	env := []string{"DATABASE_URL=" + url, "BATON_CONFIG=" + cfgPath}
-	pool, err := pgxpool.New(context.Background(), url)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
-	count := func(sql string, args ...any) int {
-		var n int
-		require.NoError(t, pool.QueryRow(context.Background(), sql, args...).Scan(&n))
-		return n
-	}
+	env, pool, count := serveDatabase(t, fmt.Sprintf(`{agents: {defaults: {maxConcurrent: 400}}, tools: {slow: {type: "http", url: %q, timeout: "50s", retry: {max: 0}}}}`, tool.URL))
 
 	first := startServer(t, env)
 	for _, def := range crashFlows() {
-		var payload map[string]any
-		require.NoError(t, json.Unmarshal([]byte(def), &payload))
-		status, body := first.post(t, "/api/v1/workflow/definitions", payload)
-		require.Equal(t, http.StatusCreated, status, "%s", body)
+		first.define(t, def)
 	}
 	kind := func(i int) string {
 		switch {

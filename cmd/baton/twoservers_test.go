@@ -2,22 +2,16 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
-
-	"github.com/batonrun/baton/internal/pgtest"
 )
 
 // TestTwoServersShareOneDatabase runs two `baton serve` processes on one
@@ -56,31 +50,17 @@ func TestTwoServersShareOneDatabase(t *testing.T) {
 	}))
 	t.Cleanup(tool.Close)
 
-	url := pgtest.NewDatabase(t)
-	cfgPath := filepath.Join(t.TempDir(), "baton.json5")
-	require.NoError(t, os.WriteFile(cfgPath, []byte(fmt.Sprintf(
+	env, pool, count := serveDatabase(t, fmt.Sprintf(
 		`{agents: {defaults: {maxConcurrent: %d}}, tools: {slow: {type: "http", url: %q, timeout: "20s", retry: {max: 0}}}}`,
-		laneLimit, tool.URL)), 0o600))
-	env := []string{"DATABASE_URL=" + url, "BATON_CONFIG=" + cfgPath}
-	pool, err := pgxpool.New(context.Background(), url)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
-	count := func(sql string, args ...any) int {
-		var n int
-		require.NoError(t, pool.QueryRow(context.Background(), sql, args...).Scan(&n))
-		return n
-	}
+		laneLimit, tool.URL))
 
 	servers := []*server{startServer(t, env), startServer(t, env)}
-	var def map[string]any
-	require.NoError(t, json.Unmarshal([]byte(`{"workflow_id": "talk", "version": "1", "nodes": [
+	servers[0].define(t, `{"workflow_id": "talk", "version": "1", "nodes": [
 	  {"id": "start", "type": "start", "next": "uno"},
 	  {"id": "uno", "type": "action", "actionType": "send_message", "parameters": {"message": "{{n}} uno"}, "next": "mid"},
 	  {"id": "mid", "type": "task", "task": "slow", "inputs": {"n": "{{n}}"}, "next": "dos"},
 	  {"id": "dos", "type": "action", "actionType": "send_message", "parameters": {"message": "{{n}} dos"}, "next": "end"},
-	  {"id": "end", "type": "end", "result": {"summary": "ok"}}]}`), &def))
-	status, body := servers[0].post(t, "/api/v1/workflow/definitions", def)
-	require.Equal(t, http.StatusCreated, status, "%s", body)
+	  {"id": "end", "type": "end", "result": {"summary": "ok"}}]}`)
 
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 12)
