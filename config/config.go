@@ -13,6 +13,7 @@ import (
 	"github.com/titanous/json5"
 
 	"github.com/batonrun/baton/engine"
+	"github.com/batonrun/baton/engine/workflow"
 )
 
 // Config is the configuration file.
@@ -315,7 +316,7 @@ func (t Tool) ToolSpec() engine.ToolSpec {
 		Breaker: engine.BreakerSettings{Failures: t.Breaker.Failures, Cooldown: time.Duration(t.Breaker.Cooldown)},
 	}
 	if t.Retry != nil {
-		spec.Retry = &engine.RetryPolicy{Max: t.Retry.Max, Backoff: t.Retry.Backoff, DelayMS: time.Duration(t.Retry.Delay).Milliseconds()}
+		spec.Retry = &workflow.RetryPolicy{Max: t.Retry.Max, Backoff: t.Retry.Backoff, DelayMS: time.Duration(t.Retry.Delay).Milliseconds()}
 	}
 	return spec
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/batonrun/baton/config"
 	"github.com/batonrun/baton/engine"
+	"github.com/batonrun/baton/engine/workflow"
 )
 
 // DESIGN.md's example file, verbatim.
@@ -36,7 +37,7 @@ func TestParseDesignExample(t *testing.T) {
 	spec := c.Tools["document_processor"].ToolSpec()
 	require.Equal(t, engine.ToolSpec{
 		Type: "http", URL: "http://127.0.0.1:9000/process", Timeout: 10 * time.Second,
-		Retry:   &engine.RetryPolicy{Max: 3, Backoff: "exponential"},
+		Retry:   &workflow.RetryPolicy{Max: 3, Backoff: "exponential"},
 		Breaker: engine.BreakerSettings{Failures: 5, Cooldown: 30 * time.Second},
 	}, spec)
 	tools := engine.NewTools()

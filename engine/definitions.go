@@ -9,11 +9,12 @@ import (
 	"time"
 
 	"github.com/batonrun/baton/db/dbsqlc"
+	"github.com/batonrun/baton/engine/workflow"
 )
 
 // StoredDefinition is a definition as stored for a tenant.
 type StoredDefinition struct {
-	*Definition
+	*workflow.Definition
 	// ID is the row id.
 	ID int64
 	// TenantID owns the definition.
@@ -25,12 +26,12 @@ type StoredDefinition struct {
 }
 
 // ValidateDefinition parses and validates a definition payload.
-func (e *Engine) ValidateDefinition(raw []byte) (*Definition, error) {
-	def, err := ParseDefinition(raw)
+func (e *Engine) ValidateDefinition(raw []byte) (*workflow.Definition, error) {
+	def, err := workflow.ParseDefinition(raw)
 	if err != nil {
 		return nil, err
 	}
-	if err := def.Validate(e.tools); err != nil {
+	if err := def.Validate(e.tools, e.cfg.Limits); err != nil {
 		return nil, err
 	}
 	return def, nil
@@ -114,10 +115,10 @@ func (e *Engine) ListDefinitions(ctx context.Context, db dbsqlc.DBTX, tenantID, 
 
 // definitionByID returns a stored definition by row id, from the cache when
 // it has been read before.
-func (e *Engine) definitionByKey(ctx context.Context, db dbsqlc.DBTX, tenantID, workflowID, version string) (*Definition, error) {
+func (e *Engine) definitionByKey(ctx context.Context, db dbsqlc.DBTX, tenantID, workflowID, version string) (*workflow.Definition, error) {
 	key := tenantID + "\x00" + workflowID + "\x00" + version
 	if d, ok := e.definitions.Load(key); ok {
-		return d.(*Definition), nil
+		return d.(*workflow.Definition), nil
 	}
 	stored, err := e.GetDefinition(ctx, db, tenantID, workflowID, version)
 	if err != nil {
@@ -131,14 +132,14 @@ func (e *Engine) storedDefinition(row *dbsqlc.WorkflowDefinition) (*StoredDefini
 	if d, ok := e.parsed.Load(row.ID); ok {
 		return d.(*StoredDefinition), nil
 	}
-	def, err := ParseDefinition(row.Definition)
+	def, err := workflow.ParseDefinition(row.Definition)
 	if err != nil {
 		return nil, fmt.Errorf("parsing stored definition %d: %w", row.ID, err)
 	}
 	// Stored definitions were valid when stored; a tool registered then may
 	// be gone now, which the task reports when it runs.
-	_ = def.Validate(e.tools)
-	def.index()
+	_ = def.Validate(e.tools, e.cfg.Limits)
+	def.Index()
 	stored := &StoredDefinition{Definition: def, ID: row.ID, TenantID: row.TenantID, Raw: row.Definition, CreatedAt: row.CreatedAt}
 	e.parsed.Store(row.ID, stored)
 	return stored, nil

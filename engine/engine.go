@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/batonrun/baton/db/dbsqlc"
+	"github.com/batonrun/baton/engine/workflow"
 )
 
 // JobInserter enqueues the River jobs a transition needs, inside the
@@ -97,6 +98,10 @@ type Config struct {
 	// Queue is the global inbound queue configuration (messages.queue);
 	// zero values mean the defaults (collect, 1000 ms, 20, summarize).
 	Queue QueueConfig
+	// Limits bound what tenants control: definitions, variables, rendered
+	// text, ids, queue settings (the config file's limits). Zero fields
+	// take workflow.DefaultLimits' values.
+	Limits workflow.Limits
 }
 
 // Engine runs workflow executions on Postgres.
@@ -149,6 +154,10 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.Metrics == nil {
 		cfg.Metrics = noMetrics{}
 	}
+	cfg.Limits = cfg.Limits.WithDefaults()
+	if err := cfg.Limits.Check(); err != nil {
+		return nil, fmt.Errorf("engine: %w", err)
+	}
 	return &Engine{
 		Logger:  cfg.Logger,
 		pool:    cfg.Pool,
@@ -167,6 +176,9 @@ func (e *Engine) SetJobInserter(j JobInserter) { e.jobs = j }
 
 // Pool returns the engine's pool.
 func (e *Engine) Pool() *pgxpool.Pool { return e.pool }
+
+// Limits returns the limits the engine enforces, defaults filled in.
+func (e *Engine) Limits() workflow.Limits { return e.cfg.Limits }
 
 // Tools returns the engine's tool registry.
 func (e *Engine) Tools() *Tools { return e.tools }

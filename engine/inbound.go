@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/batonrun/baton/db/dbsqlc"
+	"github.com/batonrun/baton/engine/workflow"
 )
 
 // Outcomes of an inbound message (API.md, thread.inbound).
@@ -209,7 +210,7 @@ func (r *router) route(ctx context.Context) (*InboundResult, error) {
 				break
 			}
 		}
-		vars := Variables{}
+		vars := workflow.Variables{}
 		_ = jsonUnmarshal(pick.Variables, &vars)
 		vars["lastResponse"] = r.p.Text
 		if _, err := r.e.resumeLocked(ctx, r.tx, pick, resumeSpec{vars: vars, eventData: map[string]any{"text": r.p.Text, "message_id": r.p.MessageID}, cause: EventTypeMessageReceived}); err != nil {
@@ -385,7 +386,7 @@ func (e *Engine) takeSteered(ctx context.Context, tx pgx.Tx, row *dbsqlc.AgentEx
 	if len(msgs) == 0 {
 		return 0, nil
 	}
-	vars := Variables{}
+	vars := workflow.Variables{}
 	_ = jsonUnmarshal(row.Variables, &vars)
 	entries := make([]any, 0, len(msgs))
 	for _, m := range msgs {

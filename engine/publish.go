@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/batonrun/baton/db/dbsqlc"
+	"github.com/batonrun/baton/engine/workflow"
 )
 
 // Resume event types an API client may publish (seed 000).
@@ -171,7 +172,7 @@ func (e *Engine) recordEventAnswer(ctx context.Context, tx pgx.Tx, p PublishEven
 func (e *Engine) routeMessageEvent(ctx context.Context, tx pgx.Tx, p PublishEventParams, out *EventResult) error {
 	channel, _ := p.Data["channel"].(string)
 	res, err := e.ReceiveInboundTx(ctx, tx, InboundParams{
-		TenantID: p.TenantID, ThreadID: p.ThreadID, Text: renderText(p.Data["text"]), MessageID: p.EventID, Channel: channel,
+		TenantID: p.TenantID, ThreadID: p.ThreadID, Text: workflow.RenderText(p.Data["text"]), MessageID: p.EventID, Channel: channel,
 	})
 	if err != nil {
 		return err
@@ -209,7 +210,7 @@ func checkEventData(p PublishEventParams) error {
 func (e *Engine) eventTargets(ctx context.Context, tx pgx.Tx, p PublishEventParams, waitingFor string) ([]*dbsqlc.AgentExecution, error) {
 	var eventKey *string
 	if p.EventType == EventTypeEventCompleted {
-		k := renderText(p.Data["event_id"])
+		k := workflow.RenderText(p.Data["event_id"])
 		eventKey = &k
 	}
 	if p.ExecutionID != "" {
@@ -228,7 +229,7 @@ func (e *Engine) eventTargets(ctx context.Context, tx pgx.Tx, p PublishEventPara
 		if eventKey != nil {
 			var wd map[string]any
 			_ = jsonUnmarshal(row.WaitingData, &wd)
-			if want := renderText(wd["event_id"]); want != *eventKey {
+			if want := workflow.RenderText(wd["event_id"]); want != *eventKey {
 				return nil, &ConflictError{Code: CodeEventNotWaiting, Message: fmt.Sprintf(
 					"execution %s waits for event %q, not %q", row.ExecutionID, want, *eventKey)}
 			}
@@ -281,7 +282,7 @@ func (e *Engine) eventTargets(ctx context.Context, tx pgx.Tx, p PublishEventPara
 // a document upload that leaves documents missing only records itself in
 // waiting_data and reports false.
 func (e *Engine) applyEvent(ctx context.Context, tx pgx.Tx, row *dbsqlc.AgentExecution, p PublishEventParams) (bool, error) {
-	vars := Variables{}
+	vars := workflow.Variables{}
 	_ = jsonUnmarshal(row.Variables, &vars)
 	switch p.EventType {
 	case EventTypeMessageReceived:
@@ -293,12 +294,12 @@ func (e *Engine) applyEvent(ctx context.Context, tx pgx.Tx, row *dbsqlc.AgentExe
 		if received == nil {
 			received = map[string]any{}
 		}
-		received[renderText(p.Data["document_type"])] = p.Data["url"]
+		received[workflow.RenderText(p.Data["document_type"])] = p.Data["url"]
 		wd["received"] = received
 		requested, _ := wd["documents"].([]any)
 		urls := make([]any, 0, len(requested))
 		for _, d := range requested {
-			if u, ok := received[renderText(d)]; ok {
+			if u, ok := received[workflow.RenderText(d)]; ok {
 				urls = append(urls, u)
 			}
 		}
@@ -308,7 +309,7 @@ func (e *Engine) applyEvent(ctx context.Context, tx pgx.Tx, row *dbsqlc.AgentExe
 			}
 			events := &eventLog{tenantID: row.TenantID, executionID: row.ID}
 			events.add(EventWaitProgress, "info", deref(row.CurrentNodeID),
-				fmt.Sprintf("Document %s received; %d of %d in", renderText(p.Data["document_type"]), len(urls), len(requested)),
+				fmt.Sprintf("Document %s received; %d of %d in", workflow.RenderText(p.Data["document_type"]), len(urls), len(requested)),
 				map[string]any{"event_id": p.EventID, "received": received, "documents": requested})
 			return false, events.write(ctx, e.q, tx)
 		}
@@ -365,7 +366,7 @@ func (e *Engine) applyBufferedEvents(ctx context.Context, tx pgx.Tx, row *dbsqlc
 		if ev.EventType == EventTypeEventCompleted {
 			var wd map[string]any
 			_ = jsonUnmarshal(cur.WaitingData, &wd)
-			if renderText(wd["event_id"]) != renderText(p.Data["event_id"]) {
+			if workflow.RenderText(wd["event_id"]) != workflow.RenderText(p.Data["event_id"]) {
 				continue // kept for a later wait on another event
 			}
 		}

@@ -8,12 +8,13 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/batonrun/baton/db/dbsqlc"
+	"github.com/batonrun/baton/engine/workflow"
 )
 
 // resumeSpec is what a resume merges into a waiting execution.
 type resumeSpec struct {
 	// vars are the execution's variables after the merge.
-	vars Variables
+	vars workflow.Variables
 	// eventData is stored as the execution's event_data.
 	eventData map[string]any
 	// cause names what resumed it: an event type, INPUT, TIMEOUT or
@@ -41,7 +42,7 @@ func (e *Engine) resumeLocked(ctx context.Context, tx pgx.Tx, row *dbsqlc.AgentE
 	}
 	vars := spec.vars
 	if vars == nil {
-		vars = Variables{}
+		vars = workflow.Variables{}
 		_ = jsonUnmarshal(row.Variables, &vars)
 	}
 	vars["timedOut"] = spec.timedOut
@@ -78,7 +79,7 @@ func (e *Engine) resumeLocked(ctx context.Context, tx pgx.Tx, row *dbsqlc.AgentE
 	}
 	attrs := []any{"execution_id", row.ExecutionID, "tenant_id", row.TenantID, "thread_id", row.ThreadID, "correlation_id", row.CorrelationID}
 	e.InfoContext(ctx, msg, append(attrs, "cause", spec.cause, "waiting_for", deref(row.WaitingFor))...)
-	e.DebugContext(ctx, fmt.Sprintf("Updating state: shouldWait=false, lastResponse=%q", renderText(vars["lastResponse"])), attrs...)
+	e.DebugContext(ctx, fmt.Sprintf("Updating state: shouldWait=false, lastResponse=%q", workflow.RenderText(vars["lastResponse"])), attrs...)
 	e.InfoContext(ctx, "Continuing from checkpoint", append(attrs, "node_id", next, "step_seq", out.StepSeq)...)
 	return out, nil
 }
@@ -113,7 +114,7 @@ func (e *Engine) ProvideInputTx(ctx context.Context, tx pgx.Tx, p InputParams) (
 		return nil, &ConflictError{Code: "workflow.input.not_waiting",
 			Message: fmt.Sprintf("execution %s waits for input at node %s, not %s", row.ExecutionID, deref(row.CurrentNodeID), p.NodeID)}
 	}
-	vars := Variables{}
+	vars := workflow.Variables{}
 	_ = jsonUnmarshal(row.Variables, &vars)
 	for k, v := range p.Input {
 		vars[k] = v

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 
 	"github.com/batonrun/baton/db/dbsqlc"
+	"github.com/batonrun/baton/engine/workflow"
 )
 
 // A settling start (engine/lane.go, "Runs that never hold a slot") runs
@@ -32,15 +33,15 @@ func settlingRow(res *dbsqlc.ExecutionReserveRow, p *dbsqlc.ExecutionInsertParam
 // send_message on a thread this transaction created (its lock lives in
 // memory, stepRun.newThread), reads or updates the row or rows that refer
 // to it, or makes the execution wait.
-func (r *stepRun) needsRow(node *Node) bool {
+func (r *stepRun) needsRow(node *workflow.Node) bool {
 	if !r.unsaved {
 		return false
 	}
 	switch node.Type {
-	case NodeStart, NodeDecision, NodeEnd:
+	case workflow.NodeStart, workflow.NodeDecision, workflow.NodeEnd:
 		return false
-	case NodeAction:
-		return node.ActionType != ActionSetVariables && (node.ActionType != ActionSendMessage || !r.newThread)
+	case workflow.NodeAction:
+		return node.ActionType != workflow.ActionSetVariables && (node.ActionType != workflow.ActionSendMessage || !r.newThread)
 	}
 	return true
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/batonrun/baton/engine"
+	"github.com/batonrun/baton/engine/workflow"
 )
 
 // TestFirstStepSettles: a start can skip its lane only when every path of
@@ -23,7 +24,7 @@ func TestFirstStepSettles(t *testing.T) {
 	tools := engine.NewTools()
 	tools.Register("work", nil)
 	node := func(id, body string) string { return fmt.Sprintf(`{"id": %q, %s}`, id, body) }
-	def := func(nodes ...string) *engine.Definition {
+	def := func(nodes ...string) *workflow.Definition {
 		raw := `{"workflow_id": "w", "version": "1", "nodes": [`
 		for i, n := range nodes {
 			if i > 0 {
@@ -31,9 +32,9 @@ func TestFirstStepSettles(t *testing.T) {
 			}
 			raw += n
 		}
-		d, err := engine.ParseDefinition([]byte(raw + `]}`))
+		d, err := workflow.ParseDefinition([]byte(raw + `]}`))
 		require.NoError(t, err)
-		require.NoError(t, d.Validate(tools))
+		require.NoError(t, d.Validate(tools, workflow.Limits{}))
 		return d
 	}
 	end := node("end", `"type": "end"`)

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/batonrun/baton/db/dbsqlc"
+	"github.com/batonrun/baton/engine/workflow"
 )
 
 // CompleteFunc completes the River job that runs a step, inside the step's
@@ -51,7 +52,7 @@ func (e *Engine) RunStepAttempt(ctx context.Context, executionID, stepSeq int64,
 	}
 	// A task's tool is called before the transaction, never inside it.
 	var pre *toolResult
-	if node := def.Node(deref(snap.CurrentNodeID)); node != nil && node.Type == NodeTask {
+	if node := def.Node(deref(snap.CurrentNodeID)); node != nil && node.Type == workflow.NodeTask {
 		began := time.Now()
 		pre = e.callTool(ctx, snap, def, node)
 		pre.duration = time.Since(began)
@@ -121,9 +122,9 @@ func (e *Engine) RunStepAttempt(ctx context.Context, executionID, stepSeq int64,
 type stepRun struct {
 	e      *Engine
 	tx     pgx.Tx
-	def    *Definition
+	def    *workflow.Definition
 	row    *dbsqlc.AgentExecution
-	vars   Variables
+	vars   workflow.Variables
 	path   []string
 	steps  int
 	events *eventLog
@@ -159,8 +160,8 @@ type stepRun struct {
 	unsaved bool
 }
 
-func newStepRun(e *Engine, tx pgx.Tx, def *Definition, row *dbsqlc.AgentExecution) *stepRun {
-	vars := Variables{}
+func newStepRun(e *Engine, tx pgx.Tx, def *workflow.Definition, row *dbsqlc.AgentExecution) *stepRun {
+	vars := workflow.Variables{}
 	_ = jsonUnmarshal(row.Variables, &vars)
 	return &stepRun{
 		e: e, tx: tx, def: def, row: row, vars: vars,
@@ -192,7 +193,7 @@ func (r *stepRun) advance(ctx context.Context, pre *toolResult) error {
 		if node == nil {
 			return r.fail(ctx, &stepFailure{code: CodeStepFailed, message: fmt.Sprintf("node %q is not in the definition", cur), nodeID: cur})
 		}
-		if node.Type == NodeTask && (i > 0 || pre == nil) {
+		if node.Type == workflow.NodeTask && (i > 0 || pre == nil) {
 			// The tool is called by the next step job, outside a transaction.
 			return r.checkpoint(ctx, cur)
 		}
@@ -212,9 +213,9 @@ func (r *stepRun) advance(ctx context.Context, pre *toolResult) error {
 
 // runNode executes one node. It returns the next node, or a failure, or
 // done when the node ended the execution.
-func (r *stepRun) runNode(ctx context.Context, node *Node, pre *toolResult) (next string, failure *stepFailure, done bool, err error) {
+func (r *stepRun) runNode(ctx context.Context, node *workflow.Node, pre *toolResult) (next string, failure *stepFailure, done bool, err error) {
 	r.nodeStart = time.Now()
-	if node.Type == NodeTask && pre != nil {
+	if node.Type == workflow.NodeTask && pre != nil {
 		r.nodeStart = r.nodeStart.Add(-pre.duration)
 	}
 	if r.needsRow(node) {
@@ -224,17 +225,14 @@ func (r *stepRun) runNode(ctx context.Context, node *Node, pre *toolResult) (nex
 	}
 	payload := map[string]any{"step_id": node.ID, "node_type": node.Type}
 	switch node.Type {
-	case NodeStart:
+	case workflow.NodeStart:
 		next = node.Next
-	case NodeDecision:
-		if node.condition == nil {
-			return "", &stepFailure{code: CodeStepFailed, message: "decision has no valid condition", nodeID: node.ID}, false, nil
-		}
-		val, evalErr := node.condition.eval(r.vars)
+	case workflow.NodeDecision:
+		val, evalErr := node.EvalCondition(r.vars)
 		if evalErr != nil {
 			return "", &stepFailure{code: CodeStepFailed, message: evalErr.Error(), nodeID: node.ID}, false, nil
 		}
-		key := branchKey(val)
+		key := workflow.BranchKey(val)
 		target, ok := node.Branches[key]
 		if !ok {
 			target, ok = node.Branches["default"]
@@ -245,7 +243,7 @@ func (r *stepRun) runNode(ctx context.Context, node *Node, pre *toolResult) (nex
 		payload["decision_made"] = fmt.Sprintf("The condition '%s' evaluated to %s", node.Condition, key)
 		payload["step_result"] = map[string]any{"value": val}
 		next = target
-	case NodeTask:
+	case workflow.NodeTask:
 		if pre.err != nil {
 			return "", pre.failure(node), false, nil
 		}
@@ -258,9 +256,9 @@ func (r *stepRun) runNode(ctx context.Context, node *Node, pre *toolResult) (nex
 		}
 		payload["step_result"] = pre.output
 		next = node.Next
-	case NodeAction:
+	case workflow.NodeAction:
 		payload["action_type"] = node.ActionType
-		if node.ActionType == ActionTriggerAgent {
+		if node.ActionType == workflow.ActionTriggerAgent {
 			var waited bool
 			failure, waited, err = r.triggerAgent(ctx, node, payload)
 			if err != nil || failure != nil || waited {
@@ -269,7 +267,7 @@ func (r *stepRun) runNode(ctx context.Context, node *Node, pre *toolResult) (nex
 			next = node.Next
 			break
 		}
-		if _, waits := waitKinds[node.ActionType]; waits {
+		if _, waits := workflow.WaitKindOf(node.ActionType); waits {
 			failure, err = r.enterWait(ctx, node, payload)
 			return "", failure, failure == nil, err
 		}
@@ -278,7 +276,7 @@ func (r *stepRun) runNode(ctx context.Context, node *Node, pre *toolResult) (nex
 			return "", failure, false, err
 		}
 		next = node.Next
-	case NodeEnd:
+	case workflow.NodeEnd:
 		r.record(node, "", payload)
 		return "", nil, true, r.complete(ctx, node)
 	default:
@@ -288,19 +286,25 @@ func (r *stepRun) runNode(ctx context.Context, node *Node, pre *toolResult) (nex
 	return next, nil, false, nil
 }
 
-func (r *stepRun) runAction(ctx context.Context, node *Node, payload map[string]any) (*stepFailure, error) {
-	in := &interpolation{vars: r.vars}
-	defer r.warnMissing(node, in)
+func (r *stepRun) runAction(ctx context.Context, node *workflow.Node, payload map[string]any) (*stepFailure, error) {
+	in := r.interpolation()
 	switch node.ActionType {
-	case ActionSetVariables:
-		values, _ := in.value(node.Parameters["values"]).(map[string]any)
+	case workflow.ActionSetVariables:
+		values, _ := in.Value(node.Parameters["values"]).(map[string]any)
+		if f := r.rendered(node, in); f != nil {
+			return f, nil
+		}
 		for k, v := range values {
 			r.vars[k] = v
 		}
 		payload["step_result"] = values
-	case ActionSendMessage:
+	case workflow.ActionSendMessage:
 		raw, _ := node.Parameters["message"].(string)
-		result, err := r.send(ctx, node.ID, in.text(raw))
+		body := in.Text(raw)
+		if f := r.rendered(node, in); f != nil {
+			return f, nil
+		}
+		result, err := r.send(ctx, node.ID, body)
 		if err != nil {
 			return nil, err
 		}
@@ -345,17 +349,41 @@ func (r *stepRun) send(ctx context.Context, nodeID, body string) (map[string]any
 	return map[string]any{"message_id": msg.ID, "queued": false}, nil
 }
 
-// warnMissing records a warning event for placeholders that named no
-// variable.
-func (r *stepRun) warnMissing(node *Node, in *interpolation) {
-	for _, p := range in.missing {
+// interpolation renders a node's templates against the run's variables,
+// within limits.renderBytes.
+func (r *stepRun) interpolation() *workflow.Interpolation {
+	return workflow.NewInterpolation(r.vars, r.e.cfg.Limits.RenderBytes)
+}
+
+// rendered ends a node's rendering: a warning event for each placeholder
+// that named no variable, and a failure when rendering ran past its limit.
+func (r *stepRun) rendered(node *workflow.Node, in *workflow.Interpolation) *stepFailure {
+	for _, p := range in.Missing {
 		r.events.add(EventTemplateWarning, "warn", node.ID, fmt.Sprintf("Variable %q is not set; it rendered empty", p), map[string]any{"variable": p})
 	}
-	in.missing = nil
+	in.Missing = nil
+	if err := in.Err(); err != nil {
+		return &stepFailure{code: CodeStepFailed, message: err.Error(), nodeID: node.ID}
+	}
+	return nil
+}
+
+// variables encodes the run's variables for a write, or fails the node when
+// they have grown past limits.variablesBytes.
+func (r *stepRun) variables(nodeID string) (json.RawMessage, *stepFailure) {
+	b, err := json.Marshal(r.vars)
+	if err != nil {
+		return nil, &stepFailure{code: CodeStepFailed, message: fmt.Sprintf("encoding variables: %v", err), nodeID: nodeID}
+	}
+	if max := r.e.cfg.Limits.VariablesBytes; len(b) > max {
+		return nil, &stepFailure{code: CodeStepFailed, nodeID: nodeID,
+			message: (&workflow.LimitError{Field: "variables", Limit: "limits.variablesBytes", Max: int64(max), Got: int64(len(b))}).Error()}
+	}
+	return b, nil
 }
 
 // record appends a finished node to the path and writes its step event.
-func (r *stepRun) record(node *Node, next string, payload map[string]any) {
+func (r *stepRun) record(node *workflow.Node, next string, payload map[string]any) {
 	r.path = append(r.path, node.ID)
 	r.steps++
 	total := r.steps + r.def.Remaining(next)
@@ -393,11 +421,15 @@ func (r *stepRun) writeNewThreadLock(ctx context.Context) error {
 
 // checkpoint stores the walk and enqueues the step that goes on from cur.
 func (r *stepRun) checkpoint(ctx context.Context, cur string) error {
+	vars, failure := r.variables(cur)
+	if failure != nil {
+		return r.fail(ctx, failure)
+	}
 	if err := r.save(ctx); err != nil {
 		return err
 	}
 	row, err := r.e.q.ExecutionCheckpoint(ctx, r.tx, &dbsqlc.ExecutionCheckpointParams{
-		ID: r.row.ID, StepSeq: r.row.StepSeq, CurrentNodeID: cur, Variables: mustJSON(r.vars),
+		ID: r.row.ID, StepSeq: r.row.StepSeq, CurrentNodeID: cur, Variables: vars,
 		NodePath: r.path, StepsCompleted: int32(r.steps), TotalSteps: int32(r.steps + r.def.Remaining(cur)),
 	})
 	if err != nil {
@@ -415,17 +447,23 @@ func (r *stepRun) checkpoint(ctx context.Context, cur string) error {
 }
 
 // complete ends the execution at an end node.
-func (r *stepRun) complete(ctx context.Context, node *Node) error {
-	in := &interpolation{vars: r.vars}
-	result, _ := in.value(orEmpty(node.Result)).(map[string]any)
-	r.warnMissing(node, in)
+func (r *stepRun) complete(ctx context.Context, node *workflow.Node) error {
+	in := r.interpolation()
+	result, _ := in.Value(orEmpty(node.Result)).(map[string]any)
+	if f := r.rendered(node, in); f != nil {
+		return r.fail(ctx, f)
+	}
+	vars, failure := r.variables(node.ID)
+	if failure != nil {
+		return r.fail(ctx, failure)
+	}
 	summary, _ := result["summary"].(string)
 	if summary == "" {
 		summary = "Workflow completed successfully"
 	}
 	row, err := r.finishStep(ctx, &dbsqlc.ExecutionFinishStepParams{
 		ID: r.row.ID, StepSeq: r.row.StepSeq, Status: StatusCompleted, CurrentNodeID: node.ID,
-		Variables: mustJSON(r.vars), NodePath: r.path, StepsCompleted: int32(r.steps), TotalSteps: int32(r.steps),
+		Variables: vars, NodePath: r.path, StepsCompleted: int32(r.steps), TotalSteps: int32(r.steps),
 		ResultType: "success", ResultSummary: &summary, Result: mustJSON(result),
 	})
 	if err != nil {
@@ -442,9 +480,15 @@ func (r *stepRun) fail(ctx context.Context, f *stepFailure) error {
 	if f.details != nil {
 		details = mustJSON(f.details)
 	}
+	vars, tooLarge := r.variables(f.nodeID)
+	if tooLarge != nil {
+		// The variables as the step found them: what grew past the limit
+		// is not kept.
+		vars = r.row.Variables
+	}
 	row, err := r.finishStep(ctx, &dbsqlc.ExecutionFinishStepParams{
 		ID: r.row.ID, StepSeq: r.row.StepSeq, Status: StatusFailed, CurrentNodeID: f.nodeID,
-		Variables: mustJSON(r.vars), NodePath: r.path, StepsCompleted: int32(r.steps),
+		Variables: vars, NodePath: r.path, StepsCompleted: int32(r.steps),
 		TotalSteps: int32(r.steps + r.def.Remaining(f.nodeID)),
 		ResultType: "failure", ErrorCode: &f.code, ErrorMessage: &f.message, FailedNodeID: &f.nodeID,
 		ErrorDetails: details,

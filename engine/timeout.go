@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/batonrun/baton/db/dbsqlc"
+	"github.com/batonrun/baton/engine/workflow"
 )
 
 // HandleWaitTimeout fires the timeout of an execution's wait number
@@ -64,7 +65,7 @@ func (e *Engine) timeoutLocked(ctx context.Context, tx pgx.Tx, thread *dbsqlc.Th
 		return fmt.Errorf("timing out execution %s: wait node %q is not in the definition", row.ExecutionID, deref(row.CurrentNodeID))
 	}
 	waitingFor := deref(row.WaitingFor)
-	if node.ActionType == ActionDelay {
+	if node.ActionType == workflow.ActionDelay {
 		_, err := e.resumeLocked(ctx, tx, row, resumeSpec{cause: "SCHEDULE_REACHED"})
 		return err
 	}
@@ -77,7 +78,7 @@ func (e *Engine) timeoutLocked(ctx context.Context, tx pgx.Tx, thread *dbsqlc.Th
 		obj, _ := item.(map[string]any)
 		at, _ := obj["actionType"].(string)
 		params, _ := obj["parameters"].(map[string]any)
-		action := &Node{ID: fmt.Sprintf("%s:timeout:%d", node.ID, i), Type: NodeAction, ActionType: at, Parameters: params}
+		action := &workflow.Node{ID: fmt.Sprintf("%s:timeout:%d", node.ID, i), Type: workflow.NodeAction, ActionType: at, Parameters: params}
 		failure, err := run.runAction(ctx, action, map[string]any{})
 		if err != nil {
 			return fmt.Errorf("running timeout action %d of node %s: %w", i, node.ID, err)
@@ -86,13 +87,13 @@ func (e *Engine) timeoutLocked(ctx context.Context, tx pgx.Tx, thread *dbsqlc.Th
 			run.events.add(EventTemplateWarning, "warn", node.ID, "timeout action skipped: "+failure.message, map[string]any{"index": i})
 		}
 	}
-	in := &interpolation{vars: run.vars}
-	params, _ := in.value(orEmpty(node.Parameters)).(map[string]any)
+	in := run.interpolation()
+	params, _ := in.Value(orEmpty(node.Parameters)).(map[string]any)
 	policy, _ := params["onTimeout"].(string)
 	attrs := run.logAttrs()
 	switch policy {
 	case OnTimeoutContinue:
-		if node.ActionType == ActionRequestInput {
+		if node.ActionType == workflow.ActionRequestInput {
 			// The defaults become the input (seed 003, "defaults").
 			defaults, _ := params["default"].(map[string]any)
 			for k, v := range defaults {
@@ -107,16 +108,17 @@ func (e *Engine) timeoutLocked(ctx context.Context, tx pgx.Tx, thread *dbsqlc.Th
 		_ = jsonUnmarshal(row.WaitingData, &wd)
 		retries, _ := wd["retries"].(float64)
 		maxRetries := defaultMaxRetries
-		if node.ActionType == ActionRequestInput {
+		if node.ActionType == workflow.ActionRequestInput {
 			maxRetries = defaultInputMaxRetries
 		}
 		if m, ok := params["maxRetries"].(float64); ok {
 			maxRetries = int(m)
 		}
 		if int(retries) < maxRetries {
-			d, err := ParseDuration(renderText(wd["timeout"]))
+			d, err := workflow.ParseDuration(workflow.RenderText(wd["timeout"]))
 			if err != nil || d <= 0 {
-				d = waitKinds[node.ActionType].Default
+				kind, _ := workflow.WaitKindOf(node.ActionType)
+				d = kind.Default
 			}
 			wd["retries"] = int(retries) + 1
 			next, err := e.q.ExecutionRewait(ctx, tx, &dbsqlc.ExecutionRewaitParams{

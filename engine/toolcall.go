@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/batonrun/baton/db/dbsqlc"
+	"github.com/batonrun/baton/engine/workflow"
 )
 
 // MaxToolTimeout bounds every tool call, whatever the node, workflow or tool
@@ -38,7 +39,7 @@ type toolResult struct {
 	// attempt is the call's per-node attempt, from 1.
 	attempt int
 	// policy is the retry policy that applies to err.
-	policy RetryPolicy
+	policy workflow.RetryPolicy
 	// breakerWait is set when the breaker refused the call.
 	breakerWait time.Duration
 	// duration is how long the call took.
@@ -52,12 +53,12 @@ func (t *toolResult) retryable() bool {
 
 // retryDelay is the wait before the next attempt.
 func (t *toolResult) retryDelay() time.Duration {
-	return max(t.policy.delay(t.attempt), t.err.RetryAfter)
+	return max(retryDelay(t.policy, t.attempt), t.err.RetryAfter)
 }
 
 // failure turns a failed call that will not be retried into the
 // execution's failure, with the seed's retryable and retry_after_ms.
-func (t *toolResult) failure(node *Node) *stepFailure {
+func (t *toolResult) failure(node *workflow.Node) *stepFailure {
 	details := map[string]any{
 		"tool_id": node.Task, "step_id": node.ID, "error_type": string(t.err.Class),
 		"retry_count": t.attempt - 1, "retryable": t.err.Class.Retryable(), "retry_after_ms": nil,
@@ -78,7 +79,7 @@ func (t *toolResult) failure(node *Node) *stepFailure {
 // toolTimeout is the node's timeout_ms, else the workflow's
 // default_timeout_ms, else the tool's timeout, else the engine's, capped at
 // MaxToolTimeout.
-func (e *Engine) toolTimeout(def *Definition, node *Node, spec ToolSpec) time.Duration {
+func (e *Engine) toolTimeout(def *workflow.Definition, node *workflow.Node, spec ToolSpec) time.Duration {
 	timeout := e.cfg.ToolTimeout
 	switch {
 	case node.TimeoutMS != nil:
@@ -93,7 +94,7 @@ func (e *Engine) toolTimeout(def *Definition, node *Node, spec ToolSpec) time.Du
 
 // callTool runs a task node's tool through its breaker, with its timeout,
 // as attempt node_attempt+1 of the node.
-func (e *Engine) callTool(ctx context.Context, x *dbsqlc.AgentExecution, def *Definition, node *Node) *toolResult {
+func (e *Engine) callTool(ctx context.Context, x *dbsqlc.AgentExecution, def *workflow.Definition, node *workflow.Node) *toolResult {
 	res := &toolResult{attempt: int(x.NodeAttempt) + 1}
 	rt, ok := e.tools.get(node.Task)
 	if !ok {
@@ -101,11 +102,15 @@ func (e *Engine) callTool(ctx context.Context, x *dbsqlc.AgentExecution, def *De
 		return res
 	}
 	timeout := e.toolTimeout(def, node, rt.spec)
-	vars := Variables{}
+	vars := workflow.Variables{}
 	_ = jsonUnmarshal(x.Variables, &vars)
-	in := &interpolation{vars: vars}
-	cfg, _ := in.value(orEmpty(node.Config)).(map[string]any)
-	inputs, _ := in.value(orEmpty(node.Inputs)).(map[string]any)
+	in := workflow.NewInterpolation(vars, e.cfg.Limits.RenderBytes)
+	cfg, _ := in.Value(orEmpty(node.Config)).(map[string]any)
+	inputs, _ := in.Value(orEmpty(node.Inputs)).(map[string]any)
+	if err := in.Err(); err != nil {
+		res.err = &ToolError{Class: ClassValidation, Err: err}
+		return res
+	}
 	call := ToolCall{
 		ToolID: node.Task, TenantID: x.TenantID, ExecutionID: x.ExecutionID, NodeID: node.ID,
 		Attempt: res.attempt, IdempotencyKey: fmt.Sprintf("%s:%s:%d", x.ExecutionID, node.ID, res.attempt),
@@ -133,7 +138,7 @@ func (e *Engine) callTool(ctx context.Context, x *dbsqlc.AgentExecution, def *De
 		res.policy = defaultPolicy(res.err.Class)
 		switch {
 		case !res.err.Class.Retryable():
-			res.policy = RetryPolicy{}
+			res.policy = workflow.RetryPolicy{}
 		case node.Retry != nil:
 			res.policy = *node.Retry
 		case rt.spec.Retry != nil:
@@ -157,7 +162,7 @@ func safeCall(ctx context.Context, fn ToolFunc, call ToolCall) (out map[string]a
 // goes up, step_seq stays) with a workflow.step_retry event, and returns the
 // SnoozeError that makes the step job run again after the backoff. A job
 // whose checkpoint moved on meanwhile changes nothing and returns nil.
-func (e *Engine) scheduleRetry(ctx context.Context, x *dbsqlc.AgentExecution, node *Node, res *toolResult) error {
+func (e *Engine) scheduleRetry(ctx context.Context, x *dbsqlc.AgentExecution, node *workflow.Node, res *toolResult) error {
 	delay := res.retryDelay()
 	won := false
 	err := e.WithTx(ctx, func(tx pgx.Tx) error {
@@ -203,7 +208,7 @@ const EventStepPaused = "workflow.step_paused"
 // it again, ahead of new work. The workflow.step_paused event says why it is
 // not moving. One transaction, which also completes the step job; a job
 // whose checkpoint moved on changes nothing.
-func (e *Engine) pauseForBreaker(ctx context.Context, x *dbsqlc.AgentExecution, node *Node, wait time.Duration, complete CompleteFunc) error {
+func (e *Engine) pauseForBreaker(ctx context.Context, x *dbsqlc.AgentExecution, node *workflow.Node, wait time.Duration, complete CompleteFunc) error {
 	notBefore := time.Now().Add(wait)
 	return e.WithTx(ctx, func(tx pgx.Tx) error {
 		if _, err := e.lockThread(ctx, tx, x.ThreadID); err != nil {

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/batonrun/baton/engine/workflow"
 )
 
 // Error codes written on failed executions (seed 003, 7.2).
@@ -102,26 +104,26 @@ const (
 
 // defaultPolicy is the seed's policy of a class when neither the node nor
 // the tool sets one (seed 003, 7.3).
-func defaultPolicy(c ToolErrorClass) RetryPolicy {
+func defaultPolicy(c ToolErrorClass) workflow.RetryPolicy {
 	switch c {
 	case ClassService:
-		return RetryPolicy{Max: 5, Backoff: BackoffExponential}
+		return workflow.RetryPolicy{Max: 5, Backoff: BackoffExponential}
 	case ClassTimeout:
-		return RetryPolicy{Max: 3, Backoff: BackoffExponential}
+		return workflow.RetryPolicy{Max: 3, Backoff: BackoffExponential}
 	case ClassStep:
-		return RetryPolicy{Max: 3, Backoff: BackoffLinear}
+		return workflow.RetryPolicy{Max: 3, Backoff: BackoffLinear}
 	}
-	return RetryPolicy{}
+	return workflow.RetryPolicy{}
 }
 
 // maxBackoff caps one retry's delay.
 const maxBackoff = 5 * time.Minute
 
-// delay is how long to wait before retry number n (1-based).
-func (p RetryPolicy) delay(n int) time.Duration {
+// retryDelay is how long to wait before retry number n (1-based).
+func retryDelay(p workflow.RetryPolicy, n int) time.Duration {
 	base := 500 * time.Millisecond
 	if p.DelayMS > 0 {
-		base = time.Duration(p.DelayMS) * time.Millisecond
+		base = time.Duration(min(p.DelayMS, maxBackoff.Milliseconds())) * time.Millisecond
 	}
 	var d time.Duration
 	if p.Backoff == BackoffLinear {

@@ -8,6 +8,8 @@ import (
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/batonrun/baton/engine/workflow"
 )
 
 // ToolCall is what a tool receives for one call.
@@ -64,7 +66,7 @@ type ToolSpec struct {
 	Timeout time.Duration
 	// Retry is the tool's retry policy when the node sets none. Nil means
 	// the seed's policy of each error class (service 5, timeout 3, step 3).
-	Retry *RetryPolicy
+	Retry *workflow.RetryPolicy
 	// Breaker configures the tool's circuit breaker.
 	Breaker BreakerSettings
 }
@@ -94,7 +96,7 @@ type Tools struct {
 	client *http.Client
 }
 
-var _ ToolChecker = (*Tools)(nil)
+var _ workflow.ToolChecker = (*Tools)(nil)
 
 // NewTools returns an empty registry whose http and llm tools use
 // http.DefaultClient's transport.
@@ -150,9 +152,9 @@ func (t *Tools) RegisterSpec(name string, spec ToolSpec) error {
 
 // isLLM reports whether the node nodeID of def is a task calling an llm
 // tool.
-func (t *Tools) isLLM(nodeID string, def *Definition) bool {
+func (t *Tools) isLLM(nodeID string, def *workflow.Definition) bool {
 	node := def.Node(nodeID)
-	if node == nil || node.Type != NodeTask {
+	if node == nil || node.Type != workflow.NodeTask {
 		return false
 	}
 	rt, ok := t.get(node.Task)

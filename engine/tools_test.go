@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/batonrun/baton/engine"
+	"github.com/batonrun/baton/engine/workflow"
 )
 
 // toolServer is an httptest http tool that records every call.
@@ -242,7 +243,7 @@ func TestBreakerPausesExecutionsUntilToolIsBack(t *testing.T) {
 	const cooldown = 3 * time.Second
 	b := setup(t, setupOpts{specs: map[string]engine.ToolSpec{"flaky": {
 		Type: engine.ToolTypeHTTP, URL: tool.URL,
-		Retry:   &engine.RetryPolicy{Max: 10, Backoff: engine.BackoffLinear, DelayMS: 20},
+		Retry:   &workflow.RetryPolicy{Max: 10, Backoff: engine.BackoffLinear, DelayMS: 20},
 		Breaker: engine.BreakerSettings{Failures: 3, Cooldown: cooldown},
 	}}})
 	b.define(t, strings.Replace(retryWorkflow, `"retry": {"max": 3, "backoff": "linear", "delay_ms": 20}, `, "", 1))
@@ -425,7 +426,7 @@ func TestBreakerPauseFreesTheLaneSlot(t *testing.T) {
 	})
 	b := setup(t, setupOpts{laneLimits: map[string]int{"main": 1}, specs: map[string]engine.ToolSpec{"flaky": {
 		Type: engine.ToolTypeHTTP, URL: tool.URL,
-		Retry:   &engine.RetryPolicy{Max: 10, Backoff: engine.BackoffLinear, DelayMS: 20},
+		Retry:   &workflow.RetryPolicy{Max: 10, Backoff: engine.BackoffLinear, DelayMS: 20},
 		Breaker: engine.BreakerSettings{Failures: 2, Cooldown: 5 * time.Second}, // long enough to look inside the open window on a slow machine
 	}}})
 	b.define(t, strings.Replace(retryWorkflow, `"retry": {"max": 3, "backoff": "linear", "delay_ms": 20}, `, "", 1))

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/batonrun/baton/db/dbsqlc"
+	"github.com/batonrun/baton/engine/workflow"
 )
 
 // EventAgentCompleted is written on a parent when the child it waits for
@@ -20,10 +21,12 @@ const EventAgentCompleted = "workflow.agent_completed"
 // canInheritLock = waitForCompletion}. With waitForCompletion the parent
 // then waits for `agent` until the child's finalize resumes it; without it
 // the parent carries on. waited reports that the parent now waits.
-func (r *stepRun) triggerAgent(ctx context.Context, node *Node, payload map[string]any) (failure *stepFailure, waited bool, err error) {
-	in := &interpolation{vars: r.vars}
-	params, _ := in.value(orEmpty(node.Parameters)).(map[string]any)
-	r.warnMissing(node, in)
+func (r *stepRun) triggerAgent(ctx context.Context, node *workflow.Node, payload map[string]any) (failure *stepFailure, waited bool, err error) {
+	in := r.interpolation()
+	params, _ := in.Value(orEmpty(node.Parameters)).(map[string]any)
+	if f := r.rendered(node, in); f != nil {
+		return f, false, nil
+	}
 	workflowID, _ := params["workflow_id"].(string)
 	version, _ := params["version"].(string)
 	lane, _ := params["lane"].(string)
@@ -77,9 +80,9 @@ func (e *Engine) resumeParent(ctx context.Context, tx pgx.Tx, child *dbsqlc.Agen
 	if err != nil {
 		return fmt.Errorf("locking parent execution: %w", err)
 	}
-	vars := Variables{}
+	vars := workflow.Variables{}
 	_ = jsonUnmarshal(locked.Variables, &vars)
-	childVars := Variables{}
+	childVars := workflow.Variables{}
 	_ = jsonUnmarshal(child.Variables, &childVars)
 	for k, v := range childVars {
 		vars[k] = v

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/batonrun/baton/db/dbsqlc"
+	"github.com/batonrun/baton/engine/workflow"
 )
 
 // What a wait does when its timeout fires (seed 000, "Acciones al Timeout").
@@ -28,11 +29,13 @@ const (
 // when it has one, then moves the execution running → waiting in the step's
 // transaction, with the workflow.waiting event and the wait's timeout job.
 // A timeout that resolves to something unusable fails the execution.
-func (r *stepRun) enterWait(ctx context.Context, node *Node, payload map[string]any) (*stepFailure, error) {
-	kind := waitKinds[node.ActionType]
-	in := &interpolation{vars: r.vars}
-	params, _ := in.value(orEmpty(node.Parameters)).(map[string]any)
-	r.warnMissing(node, in)
+func (r *stepRun) enterWait(ctx context.Context, node *workflow.Node, payload map[string]any) (*stepFailure, error) {
+	kind, _ := workflow.WaitKindOf(node.ActionType)
+	in := r.interpolation()
+	params, _ := in.Value(orEmpty(node.Parameters)).(map[string]any)
+	if f := r.rendered(node, in); f != nil {
+		return f, nil
+	}
 	now := time.Now()
 	timeoutText, until, problem := waitDeadline(node.ActionType, kind, params, now)
 	if problem != "" {
@@ -55,26 +58,26 @@ func (r *stepRun) enterWait(ctx context.Context, node *Node, payload map[string]
 		"nodeId": node.ID, "actionType": node.ActionType, "onTimeout": onTimeout, "retries": 0,
 	}
 	switch node.ActionType {
-	case ActionTriggerAgent:
+	case workflow.ActionTriggerAgent:
 		data["expectedFrom"] = "agent"
 		data["childExecutionId"] = r.waitingChild
 		data["workflow_id"] = params["workflow_id"]
-	case ActionRequestDocument:
+	case workflow.ActionRequestDocument:
 		data["documents"] = params["documents"]
 		data["received"] = map[string]any{}
-	case ActionRequestSignature:
+	case workflow.ActionRequestSignature:
 		data["document_url"] = params["document_url"]
-	case ActionAssignTest:
+	case workflow.ActionAssignTest:
 		data["test_id"] = params["test_id"]
-	case ActionWaitForEvent:
-		data["event_id"] = renderText(params["event_id"])
-	case ActionRequestInput:
+	case workflow.ActionWaitForEvent:
+		data["event_id"] = workflow.RenderText(params["event_id"])
+	case workflow.ActionRequestInput:
 		for _, k := range []string{"prompt", "input_type", "options", "required", "default"} {
 			if v, ok := params[k]; ok {
 				data[k] = v
 			}
 		}
-	case ActionDelay:
+	case workflow.ActionDelay:
 		delete(data, "onTimeout")
 		delete(data, "expectedFrom")
 		data["until"] = until.UTC().Format(time.RFC3339Nano)
@@ -87,16 +90,20 @@ func (r *stepRun) enterWait(ctx context.Context, node *Node, payload map[string]
 		payload["notification_message_id"] = sent["message_id"]
 	}
 	payload["waiting_for"] = kind.WaitingFor
+	vars, failure := r.variables(node.ID)
+	if failure != nil {
+		return failure, nil
+	}
 	r.record(node, node.Next, payload)
 	row, err := r.e.q.ExecutionEnterWait(ctx, r.tx, &dbsqlc.ExecutionEnterWaitParams{
-		ID: r.row.ID, StepSeq: r.row.StepSeq, CurrentNodeID: node.ID, Variables: mustJSON(r.vars),
+		ID: r.row.ID, StepSeq: r.row.StepSeq, CurrentNodeID: node.ID, Variables: vars,
 		NodePath: r.path, StepsCompleted: int32(r.steps), TotalSteps: int32(r.steps + r.def.Remaining(node.Next)),
 		WaitingFor: kind.WaitingFor, WaitingUntil: until, WaitingData: mustJSON(data),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("entering wait: %w", err)
 	}
-	if node.ActionType == ActionRequestInput {
+	if node.ActionType == workflow.ActionRequestInput {
 		r.events.add(EventInputRequest, "info", node.ID, fmt.Sprintf("Execution %s requests input", row.ExecutionID), map[string]any{
 			"node_id": node.ID, "prompt": data["prompt"], "input_type": data["input_type"], "options": data["options"],
 			"required": data["required"], "waiting_until": until.UTC(),
@@ -148,16 +155,16 @@ func (e *Engine) startWait(ctx context.Context, tx pgx.Tx, row *dbsqlc.AgentExec
 
 // waitDeadline resolves a wait's timeout, already templated, into its text
 // and its deadline; problem explains a timeout the wait cannot use.
-func waitDeadline(actionType string, kind WaitKind, params map[string]any, now time.Time) (text string, until time.Time, problem string) {
-	if actionType == ActionDelay {
+func waitDeadline(actionType string, kind workflow.WaitKind, params map[string]any, now time.Time) (text string, until time.Time, problem string) {
+	if actionType == workflow.ActionDelay {
 		if raw, ok := params["until"]; ok && raw != nil && raw != "" {
 			s, _ := raw.(string)
 			at, err := time.Parse(time.RFC3339, s)
 			if err != nil {
-				return "", time.Time{}, fmt.Sprintf("delay until %q is not an RFC 3339 time", renderText(raw))
+				return "", time.Time{}, fmt.Sprintf("delay until %q is not an RFC 3339 time", workflow.RenderText(raw))
 			}
 			if at.Sub(now) > kind.Max {
-				return "", time.Time{}, fmt.Sprintf("delay until %s is over the maximum of %s for a delay wait", s, formatDays(kind.Max))
+				return "", time.Time{}, fmt.Sprintf("delay until %s is over the maximum of %s for a delay wait", s, workflow.FormatDays(kind.Max))
 			}
 			if at.Before(now) {
 				at = now
@@ -169,26 +176,26 @@ func waitDeadline(actionType string, kind WaitKind, params map[string]any, now t
 	return durationDeadline("timeout", kind, params, now)
 }
 
-func durationDeadline(key string, kind WaitKind, params map[string]any, now time.Time) (string, time.Time, string) {
+func durationDeadline(key string, kind workflow.WaitKind, params map[string]any, now time.Time) (string, time.Time, string) {
 	raw, ok := params[key]
 	if !ok || raw == nil || raw == "" {
 		if kind.Default == 0 {
 			return "", time.Time{}, fmt.Sprintf("a %s wait needs a %s", kind.WaitingFor, key)
 		}
-		return formatDays(kind.Default), now.Add(kind.Default), ""
+		return workflow.FormatDays(kind.Default), now.Add(kind.Default), ""
 	}
 	s, isStr := raw.(string)
 	if !isStr {
-		return "", time.Time{}, fmt.Sprintf("%s %s is not a duration", key, renderText(raw))
+		return "", time.Time{}, fmt.Sprintf("%s %s is not a duration", key, workflow.RenderText(raw))
 	}
-	d, err := ParseDuration(s)
+	d, err := workflow.ParseDuration(s)
 	switch {
 	case err != nil:
 		return "", time.Time{}, fmt.Sprintf("%s: %v", key, err)
 	case d <= 0:
 		return "", time.Time{}, fmt.Sprintf("%s %s must be positive", key, s)
 	case d > kind.Max:
-		return "", time.Time{}, fmt.Sprintf("%s %s is over the maximum of %s for a %s wait", key, s, formatDays(kind.Max), kind.WaitingFor)
+		return "", time.Time{}, fmt.Sprintf("%s %s is over the maximum of %s for a %s wait", key, s, workflow.FormatDays(kind.Max), kind.WaitingFor)
 	}
 	return s, now.Add(d), ""
 }
@@ -198,13 +205,13 @@ func durationDeadline(key string, kind WaitKind, params map[string]any, now time
 func notification(actionType string, params map[string]any) string {
 	msg, _ := params["message"].(string)
 	switch actionType {
-	case ActionAssignTest:
+	case workflow.ActionAssignTest:
 		if msg == "" {
-			msg = fmt.Sprintf("Te asignamos la evaluación %s. Complétala cuando puedas.", renderText(params["test_id"]))
+			msg = fmt.Sprintf("Te asignamos la evaluación %s. Complétala cuando puedas.", workflow.RenderText(params["test_id"]))
 		}
-	case ActionRequestSignature:
+	case workflow.ActionRequestSignature:
 		if msg == "" {
-			msg = fmt.Sprintf("Por favor firma el documento: %s", renderText(params["document_url"]))
+			msg = fmt.Sprintf("Por favor firma el documento: %s", workflow.RenderText(params["document_url"]))
 		}
 	default:
 		return ""

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/batonrun/baton/engine"
+	"github.com/batonrun/baton/engine/workflow"
 )
 
 // toAPIError maps domain errors to API errors; nil means the error is not
@@ -16,7 +17,7 @@ func toAPIError(err error, domain, action string) *apiError {
 	prefix := domain + "." + action
 	var (
 		ae *apiError
-		ve *engine.ValidationError
+		ve *workflow.ValidationError
 		ie *engine.InputError
 		ce *engine.ConflictError
 		te *engine.TransitionError
@@ -28,7 +29,7 @@ func toAPIError(err error, domain, action string) *apiError {
 	case errors.As(err, &ve):
 		problems := ve.Problems
 		if problems == nil {
-			problems = []engine.Problem{}
+			problems = []workflow.Problem{}
 		}
 		return newAPIError(http.StatusBadRequest, "workflow.define.validation_error", "%s", ve.Error()).with("problems", problems)
 	case errors.As(err, &ie):

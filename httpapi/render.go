@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/batonrun/baton/engine"
+	"github.com/batonrun/baton/engine/workflow"
 )
 
 type executionView struct {
@@ -104,14 +105,14 @@ func renderExecution(x *engine.Execution) executionView {
 }
 
 type definitionView struct {
-	WorkflowID       string         `json:"workflow_id"`
-	Version          string         `json:"version"`
-	Name             string         `json:"name"`
-	Description      string         `json:"description"`
-	Lane             *string        `json:"lane"`
-	DefaultTimeoutMS *int64         `json:"default_timeout_ms"`
-	Nodes            []*engine.Node `json:"nodes"`
-	CreatedAt        time.Time      `json:"created_at"`
+	WorkflowID       string           `json:"workflow_id"`
+	Version          string           `json:"version"`
+	Name             string           `json:"name"`
+	Description      string           `json:"description"`
+	Lane             *string          `json:"lane"`
+	DefaultTimeoutMS *int64           `json:"default_timeout_ms"`
+	Nodes            []*workflow.Node `json:"nodes"`
+	CreatedAt        time.Time        `json:"created_at"`
 }
 
 func renderDefinition(d *engine.StoredDefinition) definitionView {

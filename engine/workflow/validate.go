@@ -1,4 +1,4 @@
-package engine
+package workflow
 
 import (
 	"fmt"
@@ -16,21 +16,40 @@ type ToolChecker interface {
 // Validate checks every rule of DESIGN.md "Workflows" and returns a
 // *ValidationError listing each problem with its node and field, or nil.
 // A valid definition is indexed and ready to run.
-func (d *Definition) Validate(tools ToolChecker) error {
-	v := &validator{def: d, tools: tools}
+// Every size and cost is checked against limits (zero fields take their
+// defaults), so validation takes time linear in the definition's size.
+func (d *Definition) Validate(tools ToolChecker, limits Limits) error {
+	v := &validator{def: d, tools: tools, limits: limits.WithDefaults()}
 	v.run()
 	if len(v.problems) > 0 {
 		return &ValidationError{Problems: v.problems}
 	}
-	d.index()
+	d.Index()
 	return nil
 }
+
+// Bounds of a task's retry policy and tool timeout. A call runs at most
+// engine.MaxToolTimeout whatever the timeout says; the bound keeps the
+// arithmetic on it from overflowing.
+const (
+	maxRetries       = 100
+	maxRetryDelayMS  = 300_000
+	maxToolTimeoutMS = 86_400_000
+)
 
 type validator struct {
 	def      *Definition
 	tools    ToolChecker
+	limits   Limits
 	problems []Problem
 	ids      map[string]*Node
+}
+
+// id checks an id or name against limits.idBytes.
+func (v *validator) id(nodeID, field, value string) {
+	if err := v.limits.CheckID(field, value); err != nil {
+		v.add(nodeID, field, "%v", err)
+	}
 }
 
 func (v *validator) add(nodeID, field, format string, args ...any) {
@@ -45,11 +64,18 @@ func (v *validator) run() {
 	if d.Version == "" {
 		v.add("", "version", "is required")
 	}
-	if d.DefaultTimeoutMS != nil && *d.DefaultTimeoutMS <= 0 {
-		v.add("", "default_timeout_ms", "must be positive")
+	v.id("", "workflow_id", d.WorkflowID)
+	v.id("", "version", d.Version)
+	v.id("", "lane", d.Lane)
+	if d.DefaultTimeoutMS != nil && (*d.DefaultTimeoutMS <= 0 || *d.DefaultTimeoutMS > maxToolTimeoutMS) {
+		v.add("", "default_timeout_ms", "must be from 1 to %d", maxToolTimeoutMS)
 	}
 	if len(d.Nodes) == 0 {
 		v.add("", "nodes", "a workflow needs at least a start and an end node")
+		return
+	}
+	if len(d.Nodes) > v.limits.Nodes {
+		v.add("", "nodes", "%d nodes, over the limit of %d (limits.nodes)", len(d.Nodes), v.limits.Nodes)
 		return
 	}
 	v.ids = make(map[string]*Node, len(d.Nodes))
@@ -57,6 +83,10 @@ func (v *validator) run() {
 	for i, n := range d.Nodes {
 		if n.ID == "" {
 			v.add("", fmt.Sprintf("nodes[%d].id", i), "is required")
+			continue
+		}
+		if len(n.ID) > v.limits.IDBytes {
+			v.add("", fmt.Sprintf("nodes[%d].id", i), "%v", v.limits.CheckID("id", n.ID))
 			continue
 		}
 		if _, dup := v.ids[n.ID]; dup {
@@ -109,7 +139,7 @@ func (v *validator) node(n *Node) {
 	case NodeDecision:
 		if n.Condition == "" {
 			v.add(n.ID, "condition", "is required")
-		} else if c, err := compileCondition(n.Condition); err != nil {
+		} else if c, err := compileCondition(n.Condition, v.limits); err != nil {
 			v.add(n.ID, "condition", "invalid expression: %v", err)
 		} else {
 			n.condition = c
@@ -118,6 +148,7 @@ func (v *validator) node(n *Node) {
 			v.add(n.ID, "branches", "is required: map each outcome (\"true\", \"false\", …) to a node")
 		}
 		for _, k := range sortedKeys(n.Branches) {
+			v.id(n.ID, "branches."+k, k)
 			v.edge(n, "branches."+k, n.Branches[k])
 		}
 		if n.Next != "" {
@@ -131,15 +162,18 @@ func (v *validator) node(n *Node) {
 			v.add(n.ID, "task", "unknown tool %q", n.Task)
 		}
 		if n.Retry != nil {
-			if n.Retry.Max < 0 {
-				v.add(n.ID, "retry.max", "must not be negative")
+			if n.Retry.Max < 0 || n.Retry.Max > maxRetries {
+				v.add(n.ID, "retry.max", "must be from 0 to %d", maxRetries)
+			}
+			if n.Retry.DelayMS < 0 || n.Retry.DelayMS > maxRetryDelayMS {
+				v.add(n.ID, "retry.delay_ms", "must be from 0 to %d", maxRetryDelayMS)
 			}
 			if n.Retry.Backoff != "" && n.Retry.Backoff != "exponential" && n.Retry.Backoff != "linear" {
 				v.add(n.ID, "retry.backoff", "must be exponential or linear, not %q", n.Retry.Backoff)
 			}
 		}
-		if n.TimeoutMS != nil && *n.TimeoutMS <= 0 {
-			v.add(n.ID, "timeout_ms", "must be positive")
+		if n.TimeoutMS != nil && (*n.TimeoutMS <= 0 || *n.TimeoutMS > maxToolTimeoutMS) {
+			v.add(n.ID, "timeout_ms", "must be from 1 to %d", maxToolTimeoutMS)
 		}
 		v.edge(n, "next", n.Next)
 	case NodeAction:
@@ -196,7 +230,7 @@ func (v *validator) action(n *Node, prefix, actionType string, params map[string
 		if !hasDuration && !hasUntil {
 			v.add(n.ID, p+"duration", "delay needs a duration or an until time")
 		}
-		if s, ok := params["until"].(string); ok && !isTemplate(s) {
+		if s, ok := params["until"].(string); ok && !IsTemplate(s) {
 			if _, err := time.Parse(time.RFC3339, s); err != nil {
 				v.add(n.ID, p+"until", "must be an RFC 3339 time: %v", err)
 			}
@@ -221,7 +255,7 @@ func (v *validator) waitParams(n *Node, kind WaitKind, params map[string]any) {
 		switch {
 		case !isStr:
 			v.add(n.ID, "parameters."+key, "must be a duration string such as \"30s\", \"24h\" or \"7d\"")
-		case isTemplate(s):
+		case IsTemplate(s):
 			// Resolved when the node runs; checked against the maximum then.
 		default:
 			d, err := ParseDuration(s)
@@ -231,7 +265,7 @@ func (v *validator) waitParams(n *Node, kind WaitKind, params map[string]any) {
 			case d <= 0:
 				v.add(n.ID, "parameters."+key, "must be positive")
 			case d > kind.Max:
-				v.add(n.ID, "parameters."+key, "%s is over the maximum of %s for a %s wait", s, formatDays(kind.Max), kind.WaitingFor)
+				v.add(n.ID, "parameters."+key, "%s is over the maximum of %s for a %s wait", s, FormatDays(kind.Max), kind.WaitingFor)
 			}
 		}
 	}
@@ -245,8 +279,8 @@ func (v *validator) waitParams(n *Node, kind WaitKind, params map[string]any) {
 		}
 	}
 	if raw, ok := params["maxRetries"]; ok {
-		if f, isNum := raw.(float64); !isNum || f < 0 || f != float64(int(f)) {
-			v.add(n.ID, "parameters.maxRetries", "must be a non-negative integer")
+		if f, isNum := raw.(float64); !isNum || f < 0 || f > maxRetries || f != float64(int(f)) {
+			v.add(n.ID, "parameters.maxRetries", "must be an integer from 0 to %d", maxRetries)
 		}
 	}
 	if raw, ok := params["timeoutActions"]; ok {
@@ -315,17 +349,17 @@ func (v *validator) cycles() {
 		color[id] = grey
 		stack = append(stack, id)
 		for _, s := range v.ids[id].successors() {
-			if v.ids[s].waits() {
+			if v.ids[s].Waits() {
 				continue // a loop through a wait commits each turn
 			}
 			switch color[s] {
 			case white:
 				visit(s)
 			case grey:
-				i := slices.Index(stack, s)
-				loop := append([]string(nil), stack[i:]...)
 				if !reported[s] {
 					reported[s] = true
+					i := slices.Index(stack, s)
+					loop := append([]string(nil), stack[i:]...)
 					v.add(s, "next", "cycle with no wait in it: %v", append(loop, s))
 				}
 			}
@@ -334,7 +368,7 @@ func (v *validator) cycles() {
 		color[id] = black
 	}
 	for _, n := range v.def.Nodes {
-		if color[n.ID] == white && !n.waits() {
+		if color[n.ID] == white && !n.Waits() {
 			visit(n.ID)
 		}
 	}
@@ -349,7 +383,8 @@ func sortedKeys[V any](m map[string]V) []string {
 	return keys
 }
 
-func formatDays(d time.Duration) string {
+// FormatDays writes a duration in whole days when it is one ("7d").
+func FormatDays(d time.Duration) string {
 	if d%day == 0 {
 		return fmt.Sprintf("%dd", d/day)
 	}

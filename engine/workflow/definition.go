@@ -1,4 +1,4 @@
-package engine
+package workflow
 
 import (
 	"bytes"
@@ -54,6 +54,12 @@ var waitKinds = map[string]WaitKind{
 	ActionWaitForEvent:     {WaitingFor: "event", Default: 7 * day, Max: 30 * day},
 	ActionDelay:            {WaitingFor: "delay", Max: 30 * day},
 	ActionRequestInput:     {WaitingFor: "input", Default: 5 * time.Minute, Max: 7 * day},
+}
+
+// WaitKindOf returns the wait an action type starts, if it starts one.
+func WaitKindOf(actionType string) (WaitKind, bool) {
+	k, ok := waitKinds[actionType]
+	return k, ok
 }
 
 // knownActions lists every action type a definition may use.
@@ -135,6 +141,15 @@ type RetryPolicy struct {
 	DelayMS int64 `json:"delay_ms,omitempty"`
 }
 
+// EvalCondition evaluates a decision node's condition against the
+// variables, within limits.conditionCost.
+func (n *Node) EvalCondition(vars Variables) (any, error) {
+	if n.condition == nil {
+		return nil, fmt.Errorf("decision %s has no valid condition", n.ID)
+	}
+	return n.condition.eval(vars)
+}
+
 // Node returns the node with the given id, or nil.
 func (d *Definition) Node(id string) *Node { return d.byID[id] }
 
@@ -171,8 +186,8 @@ func (n *Node) successors() []string {
 	return out
 }
 
-// waits reports whether executing the node commits a wait.
-func (n *Node) waits() bool {
+// Waits reports whether executing the node commits a wait.
+func (n *Node) Waits() bool {
 	if n.Type != NodeAction {
 		return false
 	}
@@ -234,38 +249,50 @@ func strictDecode(raw []byte, v any) error {
 	return nil
 }
 
-// index builds the lookup tables of a validated definition.
-func (d *Definition) index() {
+// Index builds the lookup tables of a definition: Validate calls it, and a
+// stored definition read back calls it even when a tool it names is gone.
+// It takes time linear in the nodes and edges.
+func (d *Definition) Index() {
 	d.byID = make(map[string]*Node, len(d.Nodes))
 	for _, n := range d.Nodes {
 		d.byID[n.ID] = n
 	}
-	// Shortest remaining path by relaxing edges until nothing changes; the
-	// graphs are small.
-	d.remaining = make(map[string]int, len(d.Nodes))
-	for _, n := range d.Nodes {
-		if n.Type == NodeEnd {
-			d.remaining[n.ID] = 1
-		}
-	}
-	for changed := true; changed; {
-		changed = false
-		for _, n := range d.Nodes {
-			for _, s := range n.successors() {
-				r, ok := d.remaining[s]
-				if !ok {
-					continue
-				}
-				if cur, ok := d.remaining[n.ID]; !ok || r+1 < cur {
-					d.remaining[n.ID] = r + 1
-					changed = true
-				}
-			}
-		}
-	}
+	d.remaining = d.shortestToEnd()
+	d.firstStep = 0
 	if start := d.Start(); start != nil {
 		d.firstStep = d.settleBound(start.ID, map[string]bool{}, map[string]int{})
 	}
+}
+
+// shortestToEnd counts, for each node that can reach an end node, the
+// nodes on its shortest path there: a breadth-first search from the end
+// nodes along reversed edges.
+func (d *Definition) shortestToEnd() map[string]int {
+	preds := make(map[string][]string, len(d.Nodes))
+	remaining := make(map[string]int, len(d.Nodes))
+	var queue []string
+	for _, n := range d.Nodes {
+		for _, s := range n.successors() {
+			preds[s] = append(preds[s], n.ID)
+		}
+		if n.Type == NodeEnd {
+			if _, dup := remaining[n.ID]; !dup {
+				remaining[n.ID] = 1
+				queue = append(queue, n.ID)
+			}
+		}
+	}
+	for len(queue) > 0 {
+		id := queue[0]
+		queue = queue[1:]
+		for _, p := range preds[id] {
+			if _, seen := remaining[p]; !seen {
+				remaining[p] = remaining[id] + 1
+				queue = append(queue, p)
+			}
+		}
+	}
+	return remaining
 }
 
 // settleBound is the most nodes a step starting at id runs before the
@@ -287,7 +314,7 @@ func (d *Definition) settleBound(id string, onPath map[string]bool, done map[str
 		return 1
 	case n.Type == NodeTask, n.ActionType == ActionTriggerAgent, onPath[id]:
 		return 0
-	case n.waits():
+	case n.Waits():
 		return 1
 	}
 	succ := n.successors()
@@ -300,6 +327,9 @@ func (d *Definition) settleBound(id string, onPath map[string]bool, done map[str
 	for _, s := range succ {
 		b := d.settleBound(s, onPath, done)
 		if b == 0 {
+			// Kept too, or a graph of decisions would be walked once per
+			// path: the answer is 0 wherever a 0 is met.
+			done[id] = 0
 			return 0
 		}
 		most = max(most, b)
