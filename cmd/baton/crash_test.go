@@ -128,12 +128,18 @@ func (s *server) define(t *testing.T, definition string) {
 // post sends an API request as tenant "crash" and returns the status and body.
 func (s *server) post(t *testing.T, path string, payload any) (int, []byte) {
 	t.Helper()
+	return s.postAs(t, "crash", path, payload)
+}
+
+// postAs sends an API request as the tenant and returns the status and body.
+func (s *server) postAs(t *testing.T, tenant, path string, payload any) (int, []byte) {
+	t.Helper()
 	raw, err := json.Marshal(map[string]any{"payload": payload})
 	require.NoError(t, err)
 	req, err := http.NewRequest(http.MethodPost, "http://"+s.addr+path, bytes.NewReader(raw))
 	require.NoError(t, err)
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("X-Tenant-ID", "crash")
+	req.Header.Set("X-Tenant-ID", tenant)
 	resp, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)
 	defer resp.Body.Close()

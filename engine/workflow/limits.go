@@ -18,6 +18,10 @@ type Limits struct {
 	IDBytes int `json:"idBytes"`
 	// ConditionBytes bounds a decision's condition source. Default 4 KiB.
 	ConditionBytes int `json:"conditionBytes"`
+	// ConditionBytesTotal bounds all of a definition's conditions together:
+	// compiling a condition costs about 5 µs per byte, so this keeps a
+	// definition's validation well under a second. Default 32 KiB.
+	ConditionBytesTotal int `json:"conditionBytesTotal"`
 	// ConditionCost is the most a condition may cost in one evaluation, in
 	// CEL cost units (about one per comparison, field access or list
 	// element visited). A condition whose estimated worst case is over it
@@ -50,17 +54,18 @@ type Limits struct {
 // none.
 func DefaultLimits() Limits {
 	return Limits{
-		DefinitionBytes: 1 << 20,
-		Nodes:           2000,
-		IDBytes:         255,
-		ConditionBytes:  4 << 10,
-		ConditionCost:   1_000_000,
-		VariablesBytes:  1 << 20,
-		RenderBytes:     256 << 10,
-		HistoryEntries:  200,
-		QueueCap:        1000,
-		DebounceMS:      3_600_000,
-		WaitTimeoutMS:   120_000,
+		DefinitionBytes:     1 << 20,
+		Nodes:               2000,
+		IDBytes:             255,
+		ConditionBytes:      4 << 10,
+		ConditionBytesTotal: 32 << 10,
+		ConditionCost:       1_000_000,
+		VariablesBytes:      1 << 20,
+		RenderBytes:         256 << 10,
+		HistoryEntries:      200,
+		QueueCap:            1000,
+		DebounceMS:          3_600_000,
+		WaitTimeoutMS:       120_000,
 	}
 }
 
@@ -78,6 +83,9 @@ func (l Limits) WithDefaults() Limits {
 	}
 	if l.ConditionBytes == 0 {
 		l.ConditionBytes = d.ConditionBytes
+	}
+	if l.ConditionBytesTotal == 0 {
+		l.ConditionBytesTotal = d.ConditionBytesTotal
 	}
 	if l.ConditionCost == 0 {
 		l.ConditionCost = d.ConditionCost
@@ -107,7 +115,7 @@ func (l Limits) WithDefaults() Limits {
 func (l Limits) Check() error {
 	for name, v := range map[string]int64{
 		"definitionBytes": int64(l.DefinitionBytes), "nodes": int64(l.Nodes), "idBytes": int64(l.IDBytes),
-		"conditionBytes": int64(l.ConditionBytes), "variablesBytes": int64(l.VariablesBytes),
+		"conditionBytes": int64(l.ConditionBytes), "conditionBytesTotal": int64(l.ConditionBytesTotal), "variablesBytes": int64(l.VariablesBytes),
 		"renderBytes": int64(l.RenderBytes), "historyEntries": int64(l.HistoryEntries),
 		"queueCap": int64(l.QueueCap), "debounceMs": int64(l.DebounceMS), "waitTimeoutMs": l.WaitTimeoutMS,
 	} {

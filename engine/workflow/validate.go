@@ -106,6 +106,14 @@ func (v *validator) run() {
 			v.add(id, "type", "a workflow has exactly one start node; %q is the first", starts[0])
 		}
 	}
+	conditions := 0
+	for _, n := range d.Nodes {
+		conditions += len(n.Condition)
+	}
+	if conditions > v.limits.ConditionBytesTotal {
+		v.add("", "nodes", "the conditions add up to %d bytes, over the limit of %d (limits.conditionBytesTotal)", conditions, v.limits.ConditionBytesTotal)
+		return
+	}
 	for _, n := range d.Nodes {
 		if n.ID != "" && v.ids[n.ID] == n {
 			v.node(n)
