@@ -73,10 +73,12 @@ type condition struct {
 	paths map[string]string
 	// names are the bare top-level names the condition reads.
 	names []string
-	// env, checked and limit estimate the cost of each evaluation.
-	env     *cel.Env
-	checked *cel.Ast
-	limit   uint64
+	// env, checked and limit estimate the cost of each evaluation, unless
+	// costChecked says its worst case on any variables is within limit.
+	env         *cel.Env
+	checked     *cel.Ast
+	limit       uint64
+	costChecked bool
 }
 
 // baseEnv is the environment every condition compiles in before its own
@@ -146,6 +148,9 @@ func compileCondition(source string, limits Limits) (*condition, error) {
 		return nil, &LimitError{Field: "condition's estimated worst-case cost", Limit: "limits.conditionCost × 100", Max: clampInt64(bound), Got: clampInt64(est.Max)}
 	}
 	c.env, c.checked, c.limit = env, checked, limits.ConditionCost
+	// Within the limit on the largest variables there can be: no need to
+	// estimate again on the real ones.
+	c.costChecked = est.Max <= limits.ConditionCost
 	c.program, err = env.Program(checked, cel.InterruptCheckFrequency(interruptEvery))
 	if err != nil {
 		return nil, fmt.Errorf("planning the condition: %w", err)
@@ -197,12 +202,14 @@ func (c *condition) eval(vars Variables) (any, error) {
 	for _, name := range c.names {
 		act[name] = vars[name] // nil when unset, and for `nil`
 	}
-	est, err := c.env.EstimateCost(c.checked, newInputSizes(act))
-	if err != nil {
-		return nil, fmt.Errorf("evaluating %q: estimating its cost: %w", c.source, err)
-	}
-	if est.Max > c.limit {
-		return nil, fmt.Errorf("evaluating %q: %w: up to %d on these variables, over %d", c.source, ErrConditionCost, clampInt64(est.Max), c.limit)
+	if !c.costChecked {
+		est, err := c.env.EstimateCost(c.checked, newInputSizes(act))
+		if err != nil {
+			return nil, fmt.Errorf("evaluating %q: estimating its cost: %w", c.source, err)
+		}
+		if est.Max > c.limit {
+			return nil, fmt.Errorf("evaluating %q: %w: up to %d on these variables, over %d", c.source, ErrConditionCost, clampInt64(est.Max), c.limit)
+		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), evalDeadline)
 	defer cancel()

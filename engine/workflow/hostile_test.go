@@ -239,3 +239,22 @@ func BenchmarkValidateConditions(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkCondition measures the seed's kind of condition, and one pass
+// over a 1,000-item list, whose cost is estimated on the list first.
+func BenchmarkCondition(b *testing.B) {
+	vars := Variables{"document": map[string]any{"language": "es"}, "arr": numbers(1000)}
+	for _, source := range []string{"${document.language} == 'es'", "${arr}.exists(x, x < 0.0)"} {
+		c, err := compileCondition(source, DefaultLimits())
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(source, func(b *testing.B) {
+			for b.Loop() {
+				if _, err := c.eval(vars); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
