@@ -137,6 +137,11 @@ func (v *validator) edge(n *Node, field, target string) {
 }
 
 func (v *validator) node(n *Node) {
+	if n.Type != NodeDecision && len(n.Branches) > 0 {
+		// successors follows branches whatever the type: unchecked, they
+		// would lead the graph checks to nodes that do not exist.
+		v.add(n.ID, "branches", "only a decision node has branches")
+	}
 	switch n.Type {
 	case NodeStart:
 		v.edge(n, "next", n.Next)
