@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 )
 
@@ -95,7 +96,14 @@ func decodeEnvelope(w http.ResponseWriter, r *http.Request, domain, action strin
 		}
 		return nil, newAPIError(http.StatusBadRequest, domain+"."+action+".invalid_request", "request body is not a valid JSON envelope: %v", err)
 	}
-	if dec.More() {
+	// Nothing but white space may follow the envelope: dec.More would let a
+	// stray ] or } through, and white space past the limit too.
+	if _, err := dec.Token(); err != io.EOF {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return nil, newAPIError(http.StatusRequestEntityTooLarge, "request.body.too_large",
+				"request body is over the limit of %d bytes", maxBodyBytes)
+		}
 		return nil, newAPIError(http.StatusBadRequest, domain+"."+action+".invalid_request", "request body has data after the JSON envelope")
 	}
 	if len(env.Payload) == 0 || string(env.Payload) == "null" {
