@@ -7,6 +7,8 @@ CREATE TYPE river_job_state AS ENUM (
 
 CREATE TABLE river_job (
     id           bigserial PRIMARY KEY,
+    kind         text            NOT NULL,
+    args         jsonb           NOT NULL,
     state        river_job_state NOT NULL,
     queue        text            NOT NULL,
     scheduled_at timestamptz     NOT NULL

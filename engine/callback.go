@@ -80,8 +80,9 @@ func resultStatus(s ExecutionStatus) string {
 
 // ResultEnvelope builds the seed 4.3 WorkflowResultMessage of a terminal
 // execution. messageID is the callback's stable id, so a receiver can drop
-// repeated deliveries.
-func ResultEnvelope(x *Execution, messageID string) map[string]any {
+// repeated deliveries. A stored result that is not a JSON object is an
+// error.
+func ResultEnvelope(x *Execution, messageID string) (map[string]any, error) {
 	var errView any
 	if x.ErrorCode != nil {
 		ev := map[string]any{"code": *x.ErrorCode, "message": deref(x.ErrorMessage), "failed_node_id": x.FailedNodeID}
@@ -93,7 +94,9 @@ func ResultEnvelope(x *Execution, messageID string) map[string]any {
 		errView = ev
 	}
 	result := map[string]any{}
-	_ = jsonUnmarshal(x.Result, &result)
+	if err := jsonUnmarshal(x.Result, &result); err != nil {
+		return nil, fmt.Errorf("execution %s: result is not valid JSON: %w", x.ExecutionID, err)
+	}
 	created := x.UpdatedAt
 	if x.CompletedAt != nil {
 		created = *x.CompletedAt
@@ -127,7 +130,7 @@ func ResultEnvelope(x *Execution, messageID string) map[string]any {
 				"result_type": x.ResultType, "result_summary": x.ResultSummary,
 			},
 		},
-	}
+	}, nil
 }
 
 // Sign returns the X-Baton-Signature value of body under secret.
@@ -164,13 +167,21 @@ func (e *Engine) SendCallback(ctx context.Context, executionID int64, messageID 
 		if row.Status != StatusWaiting || deref(row.WaitingFor) != "input" || row.WaitSeq != inputRequestWaitSeq {
 			return fmt.Errorf("execution %s no longer waits for that input: %w", row.ExecutionID, ErrCallbackRefused)
 		}
-		body, action = mustJSON(inputRequestEnvelope(row, messageID)), "workflow.input_request"
+		envelope, err := inputRequestEnvelope(row, messageID)
+		if err != nil {
+			return err
+		}
+		body, action = mustJSON(envelope), "workflow.input_request"
 	case IsTerminal(row.Status):
 		x, err := e.GetExecution(ctx, e.pool, row.TenantID, row.ExecutionID)
 		if err != nil {
 			return err
 		}
-		body, action = mustJSON(ResultEnvelope(x, messageID)), "workflow.result"
+		envelope, err := ResultEnvelope(x, messageID)
+		if err != nil {
+			return err
+		}
+		body, action = mustJSON(envelope), "workflow.result"
 	default:
 		return fmt.Errorf("execution %s has no result to call back: %w", row.ExecutionID, ErrCallbackRefused)
 	}
@@ -209,9 +220,11 @@ func (e *Engine) SendCallback(ctx context.Context, executionID int64, messageID 
 
 // inputRequestEnvelope is the callback of an execution that asks for input
 // (seed 003, 6.4 "Callback desde Workflow Engine" and 5.4).
-func inputRequestEnvelope(row *dbsqlc.AgentExecution, messageID string) map[string]any {
+func inputRequestEnvelope(row *dbsqlc.AgentExecution, messageID string) (map[string]any, error) {
 	data := map[string]any{}
-	_ = jsonUnmarshal(row.WaitingData, &data)
+	if err := jsonUnmarshal(row.WaitingData, &data); err != nil {
+		return nil, fmt.Errorf("execution %s: waiting_data is not valid JSON: %w", row.ExecutionID, err)
+	}
 	timeoutMS := int64(0)
 	if row.WaitingUntil != nil {
 		timeoutMS = max(time.Until(*row.WaitingUntil).Milliseconds(), 0)
@@ -226,7 +239,7 @@ func inputRequestEnvelope(row *dbsqlc.AgentExecution, messageID string) map[stri
 			"options": data["options"], "required": data["required"], "timeout_ms": timeoutMS,
 			"waiting_until": row.WaitingUntil,
 		},
-	}
+	}, nil
 }
 
 // enqueueInputRequest inserts the workflow.callback job that sends an input

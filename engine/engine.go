@@ -102,7 +102,23 @@ type Config struct {
 	// text, ids, queue settings (the config file's limits). Zero fields
 	// take workflow.DefaultLimits' values.
 	Limits workflow.Limits
+	// StepRescueAfter is how long a running execution may go unchanged
+	// with no live execution.step job before the step reaper (ReapSteps)
+	// enqueues its step again. Zero means DefaultStepRescueAfter (60 s);
+	// negative is an error.
+	StepRescueAfter time.Duration
+	// MaxStepRecoveries is how many times the step reaper enqueues the
+	// step of one execution again; when its step job is lost once more,
+	// the reaper fails it. Zero means DefaultMaxStepRecoveries (3);
+	// negative is an error.
+	MaxStepRecoveries int
 }
+
+// Step reaper defaults (Config.StepRescueAfter, Config.MaxStepRecoveries).
+const (
+	DefaultStepRescueAfter   = 60 * time.Second
+	DefaultMaxStepRecoveries = 3
+)
 
 // Engine runs workflow executions on Postgres.
 type Engine struct {
@@ -153,6 +169,15 @@ func New(cfg Config) (*Engine, error) {
 	}
 	if cfg.Metrics == nil {
 		cfg.Metrics = noMetrics{}
+	}
+	if cfg.StepRescueAfter < 0 || cfg.MaxStepRecoveries < 0 {
+		return nil, fmt.Errorf("engine: StepRescueAfter (%s) and MaxStepRecoveries (%d) must not be negative", cfg.StepRescueAfter, cfg.MaxStepRecoveries)
+	}
+	if cfg.StepRescueAfter == 0 {
+		cfg.StepRescueAfter = DefaultStepRescueAfter
+	}
+	if cfg.MaxStepRecoveries == 0 {
+		cfg.MaxStepRecoveries = DefaultMaxStepRecoveries
 	}
 	cfg.Limits = cfg.Limits.WithDefaults()
 	if err := cfg.Limits.Check(); err != nil {

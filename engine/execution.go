@@ -2,9 +2,12 @@ package engine
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"time"
 
 	"github.com/batonrun/baton/db/dbsqlc"
+	"github.com/batonrun/baton/engine/workflow"
 )
 
 // ExecutionStatus is an execution's state.
@@ -107,4 +110,17 @@ func executionFromRow(r *dbsqlc.AgentExecution, threadKey string, parentKey, res
 		x.NodePath = []string{}
 	}
 	return x
+}
+
+// decodeVariables decodes an execution's variables document, which must be
+// a JSON object. An empty document is no variables.
+func decodeVariables(raw []byte) (workflow.Variables, error) {
+	vars := workflow.Variables{}
+	if err := jsonUnmarshal(raw, &vars); err != nil {
+		return nil, fmt.Errorf("variables are not valid JSON: %w", err)
+	}
+	if vars == nil {
+		return nil, errors.New("variables are not valid JSON: want an object, got null")
+	}
+	return vars, nil
 }

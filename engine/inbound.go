@@ -10,7 +10,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/batonrun/baton/db/dbsqlc"
-	"github.com/batonrun/baton/engine/workflow"
 )
 
 // Outcomes of an inbound message (API.md, thread.inbound).
@@ -210,8 +209,10 @@ func (r *router) route(ctx context.Context) (*InboundResult, error) {
 				break
 			}
 		}
-		vars := workflow.Variables{}
-		_ = jsonUnmarshal(pick.Variables, &vars)
+		vars, err := decodeVariables(pick.Variables)
+		if err != nil {
+			return nil, fmt.Errorf("resuming execution %s: %w", pick.ExecutionID, err)
+		}
 		vars["lastResponse"] = r.p.Text
 		if _, err := r.e.resumeLocked(ctx, r.tx, pick, resumeSpec{vars: vars, eventData: map[string]any{"text": r.p.Text, "message_id": r.p.MessageID}, cause: EventTypeMessageReceived}); err != nil {
 			return nil, err
@@ -386,8 +387,10 @@ func (e *Engine) takeSteered(ctx context.Context, tx pgx.Tx, row *dbsqlc.AgentEx
 	if len(msgs) == 0 {
 		return 0, nil
 	}
-	vars := workflow.Variables{}
-	_ = jsonUnmarshal(row.Variables, &vars)
+	vars, err := decodeVariables(row.Variables)
+	if err != nil {
+		return 0, fmt.Errorf("taking steered messages of execution %s: %w", row.ExecutionID, err)
+	}
 	entries := make([]any, 0, len(msgs))
 	for _, m := range msgs {
 		entries = append(entries, map[string]any{"direction": "in", "body": m.Body, "message_id": deref(m.ExternalID)})

@@ -228,7 +228,9 @@ func (e *Engine) eventTargets(ctx context.Context, tx pgx.Tx, p PublishEventPara
 		}
 		if eventKey != nil {
 			var wd map[string]any
-			_ = jsonUnmarshal(row.WaitingData, &wd)
+			if err := jsonUnmarshal(row.WaitingData, &wd); err != nil {
+				return nil, fmt.Errorf("execution %s: waiting_data is not valid JSON: %w", row.ExecutionID, err)
+			}
 			if want := workflow.RenderText(wd["event_id"]); want != *eventKey {
 				return nil, &ConflictError{Code: CodeEventNotWaiting, Message: fmt.Sprintf(
 					"execution %s waits for event %q, not %q", row.ExecutionID, want, *eventKey)}
@@ -282,14 +284,18 @@ func (e *Engine) eventTargets(ctx context.Context, tx pgx.Tx, p PublishEventPara
 // a document upload that leaves documents missing only records itself in
 // waiting_data and reports false.
 func (e *Engine) applyEvent(ctx context.Context, tx pgx.Tx, row *dbsqlc.AgentExecution, p PublishEventParams) (bool, error) {
-	vars := workflow.Variables{}
-	_ = jsonUnmarshal(row.Variables, &vars)
+	vars, err := decodeVariables(row.Variables)
+	if err != nil {
+		return false, fmt.Errorf("applying event to execution %s: %w", row.ExecutionID, err)
+	}
 	switch p.EventType {
 	case EventTypeMessageReceived:
 		vars["lastResponse"] = p.Data["text"]
 	case EventTypeDocumentUploaded:
 		wd := map[string]any{}
-		_ = jsonUnmarshal(row.WaitingData, &wd)
+		if err := jsonUnmarshal(row.WaitingData, &wd); err != nil {
+			return false, fmt.Errorf("applying event to execution %s: waiting_data is not valid JSON: %w", row.ExecutionID, err)
+		}
 		received, _ := wd["received"].(map[string]any)
 		if received == nil {
 			received = map[string]any{}
@@ -324,7 +330,7 @@ func (e *Engine) applyEvent(ctx context.Context, tx pgx.Tx, row *dbsqlc.AgentExe
 	case EventTypeEventCompleted:
 		vars["eventData"] = p.Data
 	}
-	_, err := e.resumeLocked(ctx, tx, row, resumeSpec{vars: vars, eventData: p.Data, cause: p.EventType})
+	_, err = e.resumeLocked(ctx, tx, row, resumeSpec{vars: vars, eventData: p.Data, cause: p.EventType})
 	return err == nil, err
 }
 
@@ -362,10 +368,14 @@ func (e *Engine) applyBufferedEvents(ctx context.Context, tx pgx.Tx, row *dbsqlc
 			return false, fmt.Errorf("locking waiting execution: %w", err)
 		}
 		p := PublishEventParams{TenantID: ev.TenantID, EventType: ev.EventType, EventID: ev.EventID, ExecutionID: cur.ExecutionID}
-		_ = jsonUnmarshal(ev.Data, &p.Data)
+		if err := jsonUnmarshal(ev.Data, &p.Data); err != nil {
+			return false, fmt.Errorf("reading kept event %s: data is not valid JSON: %w", ev.EventID, err)
+		}
 		if ev.EventType == EventTypeEventCompleted {
 			var wd map[string]any
-			_ = jsonUnmarshal(cur.WaitingData, &wd)
+			if err := jsonUnmarshal(cur.WaitingData, &wd); err != nil {
+				return false, fmt.Errorf("execution %s: waiting_data is not valid JSON: %w", cur.ExecutionID, err)
+			}
 			if workflow.RenderText(wd["event_id"]) != workflow.RenderText(p.Data["event_id"]) {
 				continue // kept for a later wait on another event
 			}

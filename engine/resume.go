@@ -42,8 +42,9 @@ func (e *Engine) resumeLocked(ctx context.Context, tx pgx.Tx, row *dbsqlc.AgentE
 	}
 	vars := spec.vars
 	if vars == nil {
-		vars = workflow.Variables{}
-		_ = jsonUnmarshal(row.Variables, &vars)
+		if vars, err = decodeVariables(row.Variables); err != nil {
+			return nil, fmt.Errorf("resuming execution %s: %w", row.ExecutionID, err)
+		}
 	}
 	vars["timedOut"] = spec.timedOut
 	var eventData []byte
@@ -114,8 +115,10 @@ func (e *Engine) ProvideInputTx(ctx context.Context, tx pgx.Tx, p InputParams) (
 		return nil, &ConflictError{Code: "workflow.input.not_waiting",
 			Message: fmt.Sprintf("execution %s waits for input at node %s, not %s", row.ExecutionID, deref(row.CurrentNodeID), p.NodeID)}
 	}
-	vars := workflow.Variables{}
-	_ = jsonUnmarshal(row.Variables, &vars)
+	vars, err := decodeVariables(row.Variables)
+	if err != nil {
+		return nil, fmt.Errorf("providing input to execution %s: %w", row.ExecutionID, err)
+	}
 	for k, v := range p.Input {
 		vars[k] = v
 	}

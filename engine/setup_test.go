@@ -49,6 +49,11 @@ type setupOpts struct {
 	queue engine.QueueConfig
 	// logger receives the engine's log lines; nil discards them.
 	logger *slog.Logger
+	// stepReapInterval, stepRescueAfter and maxStepRecoveries configure
+	// the step reaper; zero values take the defaults.
+	stepReapInterval  time.Duration
+	stepRescueAfter   time.Duration
+	maxStepRecoveries int
 }
 
 var tenantSeq atomic.Int64
@@ -65,9 +70,10 @@ func setup(t *testing.T, opts setupOpts) *testBundle {
 	}
 	channel := &engine.MemoryChannel{}
 	eng, err := engine.New(engine.Config{Pool: pool, Tools: tools, Channel: channel, LockTimeout: opts.lockTimeout, DeferFirstStep: opts.insertOnly || opts.deferFirstStep,
-		CallbackAllowHosts: opts.allowHosts, CallbackSecret: []byte(opts.secret), LaneLimits: opts.laneLimits, Queue: opts.queue, Logger: opts.logger})
+		CallbackAllowHosts: opts.allowHosts, CallbackSecret: []byte(opts.secret), LaneLimits: opts.laneLimits, Queue: opts.queue, Logger: opts.logger,
+		StepRescueAfter: opts.stepRescueAfter, MaxStepRecoveries: opts.maxStepRecoveries})
 	require.NoError(t, err)
-	client, err := jobs.NewClient(pool, jobs.Config{Engine: eng, InsertOnly: opts.insertOnly})
+	client, err := jobs.NewClient(pool, jobs.Config{Engine: eng, InsertOnly: opts.insertOnly, StepReapInterval: opts.stepReapInterval})
 	require.NoError(t, err)
 	if !opts.insertOnly {
 		startClient(t, client)

@@ -30,8 +30,9 @@ func (e *Engine) RunStep(ctx context.Context, executionID, stepSeq int64, comple
 
 // RunStepAttempt is RunStep for the given attempt of the step's job (1 for
 // the first): an attempt over 1 is reported to Metrics as a retry of the
-// step.
-func (e *Engine) RunStepAttempt(ctx context.Context, executionID, stepSeq int64, attempt int, complete CompleteFunc) error {
+// step. A panic in the step fails the execution (engine/recover.go).
+func (e *Engine) RunStepAttempt(ctx context.Context, executionID, stepSeq int64, attempt int, complete CompleteFunc) (err error) {
+	defer e.recoverStep(ctx, executionID, stepSeq, complete, &err)
 	snap, err := e.q.ExecutionGetByID(ctx, e.pool, executionID)
 	if err != nil {
 		if errors.Is(notFound(err), ErrNotFound) {
@@ -83,12 +84,18 @@ func (e *Engine) RunStepAttempt(ctx context.Context, executionID, stepSeq int64,
 			}
 			return fmt.Errorf("locking execution %d: %w", executionID, err)
 		}
-		// Inbound messages steered into the run arrive at this boundary.
-		steered, err := e.takeSteered(ctx, tx, row)
-		if err != nil {
-			return err
-		}
+		// Inbound messages steered into the run arrive at this boundary;
+		// a run whose variables do not decode takes none: advance fails it.
 		run = newStepRun(e, tx, def, row)
+		steered := 0
+		if run.varsErr == nil {
+			if steered, err = e.takeSteered(ctx, tx, row); err != nil {
+				return err
+			}
+			if steered > 0 {
+				run = newStepRun(e, tx, def, row) // with the steered variables
+			}
+		}
 		run.thread = thread
 		rerun := steered > 0 && pre != nil && e.tools.isLLM(deref(row.CurrentNodeID), def)
 		if rerun {
@@ -158,13 +165,20 @@ type stepRun struct {
 	// writes the row as it was at the start, and the step goes on as for
 	// any running execution.
 	unsaved bool
+	// varsErr says the stored variables did not decode: the step fails
+	// the execution instead of running on empty variables.
+	varsErr error
 }
 
+// newStepRun starts a walk from row's checkpoint. Variables that do not
+// decode are kept in varsErr, and advance fails the execution with it.
 func newStepRun(e *Engine, tx pgx.Tx, def *workflow.Definition, row *dbsqlc.AgentExecution) *stepRun {
-	vars := workflow.Variables{}
-	_ = jsonUnmarshal(row.Variables, &vars)
+	vars, varsErr := decodeVariables(row.Variables)
+	if varsErr != nil {
+		vars = workflow.Variables{}
+	}
 	return &stepRun{
-		e: e, tx: tx, def: def, row: row, vars: vars,
+		e: e, tx: tx, def: def, row: row, vars: vars, varsErr: varsErr,
 		path: append([]string(nil), row.NodePath...), steps: int(row.StepsCompleted),
 		events: &eventLog{tenantID: row.TenantID, executionID: row.ID},
 	}
@@ -185,6 +199,9 @@ func (r *stepRun) logAttrs() []any {
 // advance walks nodes from the checkpoint and persists where it stops.
 func (r *stepRun) advance(ctx context.Context, pre *toolResult) error {
 	cur := deref(r.row.CurrentNodeID)
+	if r.varsErr != nil {
+		return r.fail(ctx, &stepFailure{code: CodeStepFailed, message: r.varsErr.Error(), nodeID: cur})
+	}
 	for i := 0; ; i++ {
 		if i >= r.e.cfg.MaxNodesPerStep {
 			return r.checkpoint(ctx, cur)

@@ -70,6 +70,9 @@ func (e *Engine) timeoutLocked(ctx context.Context, tx pgx.Tx, thread *dbsqlc.Th
 		return err
 	}
 	run := newStepRun(e, tx, def, row)
+	if run.varsErr != nil {
+		return fmt.Errorf("timing out execution %s: %w", row.ExecutionID, run.varsErr)
+	}
 	run.thread = thread
 	run.events.add(EventWaitTimeout, "warn", node.ID, fmt.Sprintf("Wait for %s timed out at node %s", waitingFor, node.ID),
 		map[string]any{"waiting_for": waitingFor, "waiting_until": row.WaitingUntil, "wait_seq": row.WaitSeq})
@@ -105,7 +108,9 @@ func (e *Engine) timeoutLocked(ctx context.Context, tx pgx.Tx, thread *dbsqlc.Th
 		return err
 	case OnTimeoutRetry:
 		wd := map[string]any{}
-		_ = jsonUnmarshal(row.WaitingData, &wd)
+		if err := jsonUnmarshal(row.WaitingData, &wd); err != nil {
+			return fmt.Errorf("timing out execution %s: waiting_data is not valid JSON: %w", row.ExecutionID, err)
+		}
 		retries, _ := wd["retries"].(float64)
 		maxRetries := defaultMaxRetries
 		if node.ActionType == workflow.ActionRequestInput {

@@ -102,8 +102,12 @@ func (e *Engine) callTool(ctx context.Context, x *dbsqlc.AgentExecution, def *wo
 		return res
 	}
 	timeout := e.toolTimeout(def, node, rt.spec)
-	vars := workflow.Variables{}
-	_ = jsonUnmarshal(x.Variables, &vars)
+	vars, err := decodeVariables(x.Variables)
+	if err != nil {
+		// Not called: the step fails the execution (stepRun.varsErr).
+		res.err = &ToolError{Class: ClassValidation, Err: err}
+		return res
+	}
 	in := workflow.NewInterpolation(vars, e.cfg.Limits.RenderBytes)
 	cfg, _ := in.Value(orEmpty(node.Config)).(map[string]any)
 	inputs, _ := in.Value(orEmpty(node.Inputs)).(map[string]any)
@@ -119,7 +123,9 @@ func (e *Engine) callTool(ctx context.Context, x *dbsqlc.AgentExecution, def *wo
 	out, wait, err := rt.breaker.run(func() (map[string]any, error) {
 		callCtx, cancel := context.WithTimeout(ctx, timeout)
 		defer cancel()
-		out, err := safeCall(callCtx, rt.fn, call)
+		// A panic is not recovered here: it fails the execution
+		// (engine/recover.go) instead of being retried as an error.
+		out, err := rt.fn(callCtx, call)
 		if ctx.Err() != nil {
 			return nil, context.Cause(ctx) // this worker is stopping
 		}
@@ -146,16 +152,6 @@ func (e *Engine) callTool(ctx context.Context, x *dbsqlc.AgentExecution, def *wo
 		}
 	}
 	return res
-}
-
-// safeCall turns a tool's panic into an error.
-func safeCall(ctx context.Context, fn ToolFunc, call ToolCall) (out map[string]any, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("tool %s panicked: %v", call.ToolID, r)
-		}
-	}()
-	return fn(ctx, call)
 }
 
 // scheduleRetry records a failed, retryable call (the node's attempt counter

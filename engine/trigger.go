@@ -70,8 +70,11 @@ func (e *Engine) resumeParent(ctx context.Context, tx pgx.Tx, child *dbsqlc.Agen
 	if err != nil {
 		return fmt.Errorf("reading parent execution: %w", err)
 	}
-	if parent.Status != StatusWaiting || deref(parent.WaitingFor) != "agent" || waitingChildOf(parent) != child.ExecutionID {
+	if parent.Status != StatusWaiting || deref(parent.WaitingFor) != "agent" {
 		return nil
+	}
+	if waited, err := waitingChildOf(parent); err != nil || waited != child.ExecutionID {
+		return err
 	}
 	locked, err := e.q.ExecutionLockWaiting(ctx, tx, &dbsqlc.ExecutionLockWaitingParams{ID: parent.ID, WaitSeq: parent.WaitSeq})
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -80,10 +83,14 @@ func (e *Engine) resumeParent(ctx context.Context, tx pgx.Tx, child *dbsqlc.Agen
 	if err != nil {
 		return fmt.Errorf("locking parent execution: %w", err)
 	}
-	vars := workflow.Variables{}
-	_ = jsonUnmarshal(locked.Variables, &vars)
-	childVars := workflow.Variables{}
-	_ = jsonUnmarshal(child.Variables, &childVars)
+	vars, err := decodeVariables(locked.Variables)
+	if err != nil {
+		return fmt.Errorf("resuming parent execution %s: %w", locked.ExecutionID, err)
+	}
+	childVars, err := decodeVariables(child.Variables)
+	if err != nil {
+		return fmt.Errorf("resuming parent execution %s with child %s: %w", locked.ExecutionID, child.ExecutionID, err)
+	}
 	for k, v := range childVars {
 		vars[k] = v
 	}
@@ -105,11 +112,13 @@ func (e *Engine) resumeParent(ctx context.Context, tx pgx.Tx, child *dbsqlc.Agen
 
 // waitingChildOf returns the child an execution waiting for `agent` waits
 // for.
-func waitingChildOf(x *dbsqlc.AgentExecution) string {
+func waitingChildOf(x *dbsqlc.AgentExecution) (string, error) {
 	data := map[string]any{}
-	_ = jsonUnmarshal(x.WaitingData, &data)
+	if err := jsonUnmarshal(x.WaitingData, &data); err != nil {
+		return "", fmt.Errorf("execution %s: waiting_data is not valid JSON: %w", x.ExecutionID, err)
+	}
 	id, _ := data["childExecutionId"].(string)
-	return id
+	return id, nil
 }
 
 // cancelWaitedChild cancels the child an execution was waiting for, when it
@@ -119,9 +128,9 @@ func (e *Engine) cancelWaitedChild(ctx context.Context, tx pgx.Tx, parent *dbsql
 	if deref(parent.WaitingFor) != "agent" {
 		return nil
 	}
-	childID := waitingChildOf(parent)
-	if childID == "" {
-		return nil
+	childID, err := waitingChildOf(parent)
+	if childID == "" || err != nil {
+		return err
 	}
 	child, err := e.q.ExecutionGetByExecutionID(ctx, tx, &dbsqlc.ExecutionGetByExecutionIDParams{TenantID: parent.TenantID, ExecutionID: childID})
 	if err != nil {

@@ -44,6 +44,13 @@ type LockReapArgs struct{}
 // Kind is the job kind River UI shows.
 func (LockReapArgs) Kind() string { return "thread.lock_reap" }
 
+// StepReapArgs enqueue the lost step jobs of running executions again, or
+// fail the executions that lost theirs too often (engine.ReapSteps).
+type StepReapArgs struct{}
+
+// Kind is the job kind River UI shows.
+func (StepReapArgs) Kind() string { return "execution.step_reap" }
+
 // WaitTimeoutArgs fire the timeout of one wait of an execution.
 type WaitTimeoutArgs struct {
 	// ExecutionID is the execution's row id.

@@ -71,7 +71,17 @@ type Config struct {
 	// drains re-armed (locks.reapInterval). Zero means 30 seconds; negative
 	// runs no reaper (for tests that clear locks by hand).
 	LockReapInterval time.Duration
+	// StepReapInterval is how often the step reaper looks for running
+	// executions whose step job was lost (engine.ReapSteps; how long one
+	// must sit unchanged first is the engine's StepRescueAfter). Zero means
+	// DefaultStepReapInterval (30 s); negative runs no step reaper.
+	StepReapInterval time.Duration
 }
+
+// DefaultStepReapInterval is how often the step reaper runs when
+// Config.StepReapInterval is zero: with the engine's default StepRescueAfter
+// (60 s), a lost step job is replaced within 90 s.
+const DefaultStepReapInterval = 30 * time.Second
 
 // NewClient returns Baton's River client with its workers registered and
 // wires it into the engine as its JobInserter.
@@ -84,6 +94,7 @@ func NewClient(pool *pgxpool.Pool, cfg Config) (*river.Client[pgx.Tx], error) {
 	river.AddWorker(workers, &DeliverWorker{Engine: cfg.Engine})
 	river.AddWorker(workers, &DrainWorker{Engine: cfg.Engine})
 	river.AddWorker(workers, &LockReapWorker{Engine: cfg.Engine})
+	river.AddWorker(workers, &StepReapWorker{Engine: cfg.Engine})
 	river.AddWorker(workers, &WaitTimeoutWorker{Engine: cfg.Engine})
 	river.AddWorker(workers, &CallbackWorker{Engine: cfg.Engine})
 	river.AddWorker(workers, &LaneDispatchWorker{Engine: cfg.Engine})
@@ -109,6 +120,16 @@ func NewClient(pool *pgxpool.Pool, cfg Config) (*river.Client[pgx.Tx], error) {
 		rc.PeriodicJobs = append(rc.PeriodicJobs,
 			river.NewPeriodicJob(river.PeriodicInterval(reapEvery), func() (river.JobArgs, *river.InsertOpts) {
 				return LockReapArgs{}, &river.InsertOpts{Queue: QueueLow}
+			}, &river.PeriodicJobOpts{RunOnStart: true}))
+	}
+	stepReapEvery := cfg.StepReapInterval
+	if stepReapEvery == 0 {
+		stepReapEvery = DefaultStepReapInterval
+	}
+	if stepReapEvery > 0 {
+		rc.PeriodicJobs = append(rc.PeriodicJobs,
+			river.NewPeriodicJob(river.PeriodicInterval(stepReapEvery), func() (river.JobArgs, *river.InsertOpts) {
+				return StepReapArgs{}, &river.InsertOpts{Queue: QueueLow}
 			}, &river.PeriodicJobOpts{RunOnStart: true}))
 	}
 	client, err := river.NewClient(riverpgxv5.New(pool), rc)

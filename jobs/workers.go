@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -34,9 +35,16 @@ func (w *StepWorker) NextRetry(job *river.Job[StepArgs]) time.Time {
 
 // Work advances the execution and completes the job in the step's
 // transaction. A step that must wait for a tool retry or an open breaker is
-// snoozed. When the last attempt fails, the execution fails with it.
-func (w *StepWorker) Work(ctx context.Context, job *river.Job[StepArgs]) error {
-	err := w.Engine.RunStepAttempt(ctx, job.Args.ExecutionID, job.Args.StepSeq, job.Attempt, func(ctx context.Context, tx pgx.Tx) error {
+// snoozed. When the last attempt fails, the execution fails with it. A
+// panic fails the execution too (the engine recovers the step's own; this
+// catches any other), instead of reaching River, which would retry it.
+func (w *StepWorker) Work(ctx context.Context, job *river.Job[StepArgs]) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = w.Engine.FailPanicked(ctx, job.Args.ExecutionID, job.Args.StepSeq, p, debug.Stack(), nil)
+		}
+	}()
+	err = w.Engine.RunStepAttempt(ctx, job.Args.ExecutionID, job.Args.StepSeq, job.Attempt, func(ctx context.Context, tx pgx.Tx) error {
 		_, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
 		return err
 	})
@@ -94,6 +102,19 @@ func (w *DrainWorker) Work(ctx context.Context, job *river.Job[DrainArgs]) error
 		_, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
 		return err
 	})
+}
+
+// StepReapWorker runs the periodic execution.step_reap job.
+type StepReapWorker struct {
+	river.WorkerDefaults[StepReapArgs]
+	Engine *engine.Engine
+}
+
+// Work enqueues lost step jobs again and fails the executions that lost
+// theirs too often.
+func (w *StepReapWorker) Work(ctx context.Context, _ *river.Job[StepReapArgs]) error {
+	_, err := w.Engine.ReapSteps(ctx)
+	return err
 }
 
 // LockReapWorker runs the periodic thread.lock_reap job.

@@ -68,7 +68,7 @@ SET status = 'cancelled',
     updated_at = now()
 WHERE id = $4::bigint
   AND status IN ('pending', 'running', 'waiting')
-RETURNING id, tenant_id, execution_id, workflow_id, version, status, lane, session_key, thread_id, parent_execution_id, can_inherit_lock, restarted_from, current_node_id, current_step_started_at, input, context, variables, conversation_history, node_path, steps_completed, total_steps, step_seq, waiting_for, waiting_until, waiting_data, wait_seq, event_data, result_type, result_summary, result, error_code, error_message, failed_node_id, cancelled_by, cancel_reason, correlation_id, idempotency_key, callback_url, priority, created_at, started_at, updated_at, completed_at, node_attempt, error_details, lock_inherited_from, queued_at, admit_first
+RETURNING id, tenant_id, execution_id, workflow_id, version, status, lane, session_key, thread_id, parent_execution_id, can_inherit_lock, restarted_from, current_node_id, current_step_started_at, input, context, variables, conversation_history, node_path, steps_completed, total_steps, step_seq, waiting_for, waiting_until, waiting_data, wait_seq, event_data, result_type, result_summary, result, error_code, error_message, failed_node_id, cancelled_by, cancel_reason, correlation_id, idempotency_key, callback_url, priority, created_at, started_at, updated_at, completed_at, node_attempt, error_details, lock_inherited_from, queued_at, admit_first, step_recoveries
 `
 
 type ExecutionCancelParams struct {
@@ -135,6 +135,7 @@ func (q *Queries) ExecutionCancel(ctx context.Context, db DBTX, arg *ExecutionCa
 		&i.LockInheritedFrom,
 		&i.QueuedAt,
 		&i.AdmitFirst,
+		&i.StepRecoveries,
 	)
 	return &i, err
 }
@@ -153,7 +154,7 @@ SET current_node_id = $1::text,
 WHERE id = $6::bigint
   AND status = 'running'
   AND step_seq = $7::bigint
-RETURNING id, tenant_id, execution_id, workflow_id, version, status, lane, session_key, thread_id, parent_execution_id, can_inherit_lock, restarted_from, current_node_id, current_step_started_at, input, context, variables, conversation_history, node_path, steps_completed, total_steps, step_seq, waiting_for, waiting_until, waiting_data, wait_seq, event_data, result_type, result_summary, result, error_code, error_message, failed_node_id, cancelled_by, cancel_reason, correlation_id, idempotency_key, callback_url, priority, created_at, started_at, updated_at, completed_at, node_attempt, error_details, lock_inherited_from, queued_at, admit_first
+RETURNING id, tenant_id, execution_id, workflow_id, version, status, lane, session_key, thread_id, parent_execution_id, can_inherit_lock, restarted_from, current_node_id, current_step_started_at, input, context, variables, conversation_history, node_path, steps_completed, total_steps, step_seq, waiting_for, waiting_until, waiting_data, wait_seq, event_data, result_type, result_summary, result, error_code, error_message, failed_node_id, cancelled_by, cancel_reason, correlation_id, idempotency_key, callback_url, priority, created_at, started_at, updated_at, completed_at, node_attempt, error_details, lock_inherited_from, queued_at, admit_first, step_recoveries
 `
 
 type ExecutionCheckpointParams struct {
@@ -226,6 +227,7 @@ func (q *Queries) ExecutionCheckpoint(ctx context.Context, db DBTX, arg *Executi
 		&i.LockInheritedFrom,
 		&i.QueuedAt,
 		&i.AdmitFirst,
+		&i.StepRecoveries,
 	)
 	return &i, err
 }
@@ -244,7 +246,7 @@ SET status = 'failed',
 WHERE id = $3::bigint
   AND status IN ('pending', 'running', 'waiting')
   AND ($4::bigint IS NULL OR step_seq = $4::bigint)
-RETURNING id, tenant_id, execution_id, workflow_id, version, status, lane, session_key, thread_id, parent_execution_id, can_inherit_lock, restarted_from, current_node_id, current_step_started_at, input, context, variables, conversation_history, node_path, steps_completed, total_steps, step_seq, waiting_for, waiting_until, waiting_data, wait_seq, event_data, result_type, result_summary, result, error_code, error_message, failed_node_id, cancelled_by, cancel_reason, correlation_id, idempotency_key, callback_url, priority, created_at, started_at, updated_at, completed_at, node_attempt, error_details, lock_inherited_from, queued_at, admit_first
+RETURNING id, tenant_id, execution_id, workflow_id, version, status, lane, session_key, thread_id, parent_execution_id, can_inherit_lock, restarted_from, current_node_id, current_step_started_at, input, context, variables, conversation_history, node_path, steps_completed, total_steps, step_seq, waiting_for, waiting_until, waiting_data, wait_seq, event_data, result_type, result_summary, result, error_code, error_message, failed_node_id, cancelled_by, cancel_reason, correlation_id, idempotency_key, callback_url, priority, created_at, started_at, updated_at, completed_at, node_attempt, error_details, lock_inherited_from, queued_at, admit_first, step_recoveries
 `
 
 type ExecutionFailParams struct {
@@ -313,6 +315,7 @@ func (q *Queries) ExecutionFail(ctx context.Context, db DBTX, arg *ExecutionFail
 		&i.LockInheritedFrom,
 		&i.QueuedAt,
 		&i.AdmitFirst,
+		&i.StepRecoveries,
 	)
 	return &i, err
 }
@@ -339,7 +342,7 @@ SET status = $1::execution_status,
 WHERE id = $14::bigint
   AND status = 'running'
   AND step_seq = $15::bigint
-RETURNING id, tenant_id, execution_id, workflow_id, version, status, lane, session_key, thread_id, parent_execution_id, can_inherit_lock, restarted_from, current_node_id, current_step_started_at, input, context, variables, conversation_history, node_path, steps_completed, total_steps, step_seq, waiting_for, waiting_until, waiting_data, wait_seq, event_data, result_type, result_summary, result, error_code, error_message, failed_node_id, cancelled_by, cancel_reason, correlation_id, idempotency_key, callback_url, priority, created_at, started_at, updated_at, completed_at, node_attempt, error_details, lock_inherited_from, queued_at, admit_first
+RETURNING id, tenant_id, execution_id, workflow_id, version, status, lane, session_key, thread_id, parent_execution_id, can_inherit_lock, restarted_from, current_node_id, current_step_started_at, input, context, variables, conversation_history, node_path, steps_completed, total_steps, step_seq, waiting_for, waiting_until, waiting_data, wait_seq, event_data, result_type, result_summary, result, error_code, error_message, failed_node_id, cancelled_by, cancel_reason, correlation_id, idempotency_key, callback_url, priority, created_at, started_at, updated_at, completed_at, node_attempt, error_details, lock_inherited_from, queued_at, admit_first, step_recoveries
 `
 
 type ExecutionFinishStepParams struct {
@@ -429,12 +432,13 @@ func (q *Queries) ExecutionFinishStep(ctx context.Context, db DBTX, arg *Executi
 		&i.LockInheritedFrom,
 		&i.QueuedAt,
 		&i.AdmitFirst,
+		&i.StepRecoveries,
 	)
 	return &i, err
 }
 
 const executionGetByExecutionID = `-- name: ExecutionGetByExecutionID :one
-SELECT id, tenant_id, execution_id, workflow_id, version, status, lane, session_key, thread_id, parent_execution_id, can_inherit_lock, restarted_from, current_node_id, current_step_started_at, input, context, variables, conversation_history, node_path, steps_completed, total_steps, step_seq, waiting_for, waiting_until, waiting_data, wait_seq, event_data, result_type, result_summary, result, error_code, error_message, failed_node_id, cancelled_by, cancel_reason, correlation_id, idempotency_key, callback_url, priority, created_at, started_at, updated_at, completed_at, node_attempt, error_details, lock_inherited_from, queued_at, admit_first FROM agent_execution WHERE tenant_id = $1::text AND execution_id = $2::text
+SELECT id, tenant_id, execution_id, workflow_id, version, status, lane, session_key, thread_id, parent_execution_id, can_inherit_lock, restarted_from, current_node_id, current_step_started_at, input, context, variables, conversation_history, node_path, steps_completed, total_steps, step_seq, waiting_for, waiting_until, waiting_data, wait_seq, event_data, result_type, result_summary, result, error_code, error_message, failed_node_id, cancelled_by, cancel_reason, correlation_id, idempotency_key, callback_url, priority, created_at, started_at, updated_at, completed_at, node_attempt, error_details, lock_inherited_from, queued_at, admit_first, step_recoveries FROM agent_execution WHERE tenant_id = $1::text AND execution_id = $2::text
 `
 
 type ExecutionGetByExecutionIDParams struct {
@@ -494,12 +498,13 @@ func (q *Queries) ExecutionGetByExecutionID(ctx context.Context, db DBTX, arg *E
 		&i.LockInheritedFrom,
 		&i.QueuedAt,
 		&i.AdmitFirst,
+		&i.StepRecoveries,
 	)
 	return &i, err
 }
 
 const executionGetByID = `-- name: ExecutionGetByID :one
-SELECT id, tenant_id, execution_id, workflow_id, version, status, lane, session_key, thread_id, parent_execution_id, can_inherit_lock, restarted_from, current_node_id, current_step_started_at, input, context, variables, conversation_history, node_path, steps_completed, total_steps, step_seq, waiting_for, waiting_until, waiting_data, wait_seq, event_data, result_type, result_summary, result, error_code, error_message, failed_node_id, cancelled_by, cancel_reason, correlation_id, idempotency_key, callback_url, priority, created_at, started_at, updated_at, completed_at, node_attempt, error_details, lock_inherited_from, queued_at, admit_first FROM agent_execution WHERE id = $1::bigint
+SELECT id, tenant_id, execution_id, workflow_id, version, status, lane, session_key, thread_id, parent_execution_id, can_inherit_lock, restarted_from, current_node_id, current_step_started_at, input, context, variables, conversation_history, node_path, steps_completed, total_steps, step_seq, waiting_for, waiting_until, waiting_data, wait_seq, event_data, result_type, result_summary, result, error_code, error_message, failed_node_id, cancelled_by, cancel_reason, correlation_id, idempotency_key, callback_url, priority, created_at, started_at, updated_at, completed_at, node_attempt, error_details, lock_inherited_from, queued_at, admit_first, step_recoveries FROM agent_execution WHERE id = $1::bigint
 `
 
 func (q *Queries) ExecutionGetByID(ctx context.Context, db DBTX, id int64) (*AgentExecution, error) {
@@ -554,8 +559,27 @@ func (q *Queries) ExecutionGetByID(ctx context.Context, db DBTX, id int64) (*Age
 		&i.LockInheritedFrom,
 		&i.QueuedAt,
 		&i.AdmitFirst,
+		&i.StepRecoveries,
 	)
 	return &i, err
+}
+
+const executionHasLiveStep = `-- name: ExecutionHasLiveStep :one
+SELECT EXISTS (
+    SELECT 1 FROM river_job j
+    WHERE j.kind = 'execution.step'
+      AND j.state IN ('available', 'pending', 'retryable', 'running', 'scheduled')
+      AND j.args @> jsonb_build_object('execution_id', $1::bigint))::boolean AS live
+`
+
+// Whether an execution.step job of the execution is waiting to run or
+// running. Run it after taking the execution's row, so that it sees every
+// job committed with the row's last change.
+func (q *Queries) ExecutionHasLiveStep(ctx context.Context, db DBTX, id int64) (bool, error) {
+	row := db.QueryRow(ctx, executionHasLiveStep, id)
+	var live bool
+	err := row.Scan(&live)
+	return live, err
 }
 
 const executionInsert = `-- name: ExecutionInsert :one
@@ -572,7 +596,7 @@ VALUES (
     $15, $16,
     $17, $18, $19
 )
-RETURNING id, tenant_id, execution_id, workflow_id, version, status, lane, session_key, thread_id, parent_execution_id, can_inherit_lock, restarted_from, current_node_id, current_step_started_at, input, context, variables, conversation_history, node_path, steps_completed, total_steps, step_seq, waiting_for, waiting_until, waiting_data, wait_seq, event_data, result_type, result_summary, result, error_code, error_message, failed_node_id, cancelled_by, cancel_reason, correlation_id, idempotency_key, callback_url, priority, created_at, started_at, updated_at, completed_at, node_attempt, error_details, lock_inherited_from, queued_at, admit_first
+RETURNING id, tenant_id, execution_id, workflow_id, version, status, lane, session_key, thread_id, parent_execution_id, can_inherit_lock, restarted_from, current_node_id, current_step_started_at, input, context, variables, conversation_history, node_path, steps_completed, total_steps, step_seq, waiting_for, waiting_until, waiting_data, wait_seq, event_data, result_type, result_summary, result, error_code, error_message, failed_node_id, cancelled_by, cancel_reason, correlation_id, idempotency_key, callback_url, priority, created_at, started_at, updated_at, completed_at, node_attempt, error_details, lock_inherited_from, queued_at, admit_first, step_recoveries
 `
 
 type ExecutionInsertParams struct {
@@ -670,6 +694,7 @@ func (q *Queries) ExecutionInsert(ctx context.Context, db DBTX, arg *ExecutionIn
 		&i.LockInheritedFrom,
 		&i.QueuedAt,
 		&i.AdmitFirst,
+		&i.StepRecoveries,
 	)
 	return &i, err
 }
@@ -693,7 +718,7 @@ VALUES (
     $30, $31, $31,
     CASE WHEN $6::execution_status IN ('completed', 'failed') THEN clock_timestamp() END
 )
-RETURNING id, tenant_id, execution_id, workflow_id, version, status, lane, session_key, thread_id, parent_execution_id, can_inherit_lock, restarted_from, current_node_id, current_step_started_at, input, context, variables, conversation_history, node_path, steps_completed, total_steps, step_seq, waiting_for, waiting_until, waiting_data, wait_seq, event_data, result_type, result_summary, result, error_code, error_message, failed_node_id, cancelled_by, cancel_reason, correlation_id, idempotency_key, callback_url, priority, created_at, started_at, updated_at, completed_at, node_attempt, error_details, lock_inherited_from, queued_at, admit_first
+RETURNING id, tenant_id, execution_id, workflow_id, version, status, lane, session_key, thread_id, parent_execution_id, can_inherit_lock, restarted_from, current_node_id, current_step_started_at, input, context, variables, conversation_history, node_path, steps_completed, total_steps, step_seq, waiting_for, waiting_until, waiting_data, wait_seq, event_data, result_type, result_summary, result, error_code, error_message, failed_node_id, cancelled_by, cancel_reason, correlation_id, idempotency_key, callback_url, priority, created_at, started_at, updated_at, completed_at, node_attempt, error_details, lock_inherited_from, queued_at, admit_first, step_recoveries
 `
 
 type ExecutionInsertSettledParams struct {
@@ -817,8 +842,61 @@ func (q *Queries) ExecutionInsertSettled(ctx context.Context, db DBTX, arg *Exec
 		&i.LockInheritedFrom,
 		&i.QueuedAt,
 		&i.AdmitFirst,
+		&i.StepRecoveries,
 	)
 	return &i, err
+}
+
+const executionListStranded = `-- name: ExecutionListStranded :many
+SELECT e.id, e.thread_id, e.step_seq
+FROM agent_execution e
+WHERE e.status = 'running'
+  AND e.updated_at < now() - make_interval(secs => $1::double precision)
+  AND NOT EXISTS (
+      SELECT 1 FROM river_job j
+      WHERE j.kind = 'execution.step'
+        AND j.state IN ('available', 'pending', 'retryable', 'running', 'scheduled')
+        AND (j.args->>'execution_id')::bigint = e.id)
+ORDER BY e.id
+LIMIT $2::integer
+`
+
+type ExecutionListStrandedParams struct {
+	IdleSeconds float64
+	Max         int32
+}
+
+type ExecutionListStrandedRow struct {
+	ID       int64
+	ThreadID int64
+	StepSeq  int64
+}
+
+// Running executions whose row has not changed for @idle_seconds and that no
+// live execution.step job (jobs.StepArgs: args {"execution_id": …}) will
+// advance: their step job was lost (deleted, or discarded without failing
+// them). The step reaper enqueues their step again or fails them. Pending
+// and waiting executions need no step job and are not listed. The live
+// jobs are read once, through River's index on state, and anti-joined: a
+// lookup per running execution would cost a GIN probe each.
+func (q *Queries) ExecutionListStranded(ctx context.Context, db DBTX, arg *ExecutionListStrandedParams) ([]*ExecutionListStrandedRow, error) {
+	rows, err := db.Query(ctx, executionListStranded, arg.IdleSeconds, arg.Max)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []*ExecutionListStrandedRow{}
+	for rows.Next() {
+		var i ExecutionListStrandedRow
+		if err := rows.Scan(&i.ID, &i.ThreadID, &i.StepSeq); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const executionLockFamily = `-- name: ExecutionLockFamily :many
@@ -883,7 +961,7 @@ func (q *Queries) ExecutionLockFamily(ctx context.Context, db DBTX, id int64) ([
 }
 
 const executionLockForStep = `-- name: ExecutionLockForStep :one
-SELECT id, tenant_id, execution_id, workflow_id, version, status, lane, session_key, thread_id, parent_execution_id, can_inherit_lock, restarted_from, current_node_id, current_step_started_at, input, context, variables, conversation_history, node_path, steps_completed, total_steps, step_seq, waiting_for, waiting_until, waiting_data, wait_seq, event_data, result_type, result_summary, result, error_code, error_message, failed_node_id, cancelled_by, cancel_reason, correlation_id, idempotency_key, callback_url, priority, created_at, started_at, updated_at, completed_at, node_attempt, error_details, lock_inherited_from, queued_at, admit_first
+SELECT id, tenant_id, execution_id, workflow_id, version, status, lane, session_key, thread_id, parent_execution_id, can_inherit_lock, restarted_from, current_node_id, current_step_started_at, input, context, variables, conversation_history, node_path, steps_completed, total_steps, step_seq, waiting_for, waiting_until, waiting_data, wait_seq, event_data, result_type, result_summary, result, error_code, error_message, failed_node_id, cancelled_by, cancel_reason, correlation_id, idempotency_key, callback_url, priority, created_at, started_at, updated_at, completed_at, node_attempt, error_details, lock_inherited_from, queued_at, admit_first, step_recoveries
 FROM agent_execution
 WHERE id = $1::bigint
   AND status = 'running'
@@ -950,6 +1028,83 @@ func (q *Queries) ExecutionLockForStep(ctx context.Context, db DBTX, arg *Execut
 		&i.LockInheritedFrom,
 		&i.QueuedAt,
 		&i.AdmitFirst,
+		&i.StepRecoveries,
+	)
+	return &i, err
+}
+
+const executionMarkRecovered = `-- name: ExecutionMarkRecovered :one
+UPDATE agent_execution
+SET step_recoveries = step_recoveries + 1,
+    step_seq = step_seq + 1,
+    updated_at = now()
+WHERE id = $1::bigint
+  AND status = 'running'
+  AND step_seq = $2::bigint
+RETURNING id, tenant_id, execution_id, workflow_id, version, status, lane, session_key, thread_id, parent_execution_id, can_inherit_lock, restarted_from, current_node_id, current_step_started_at, input, context, variables, conversation_history, node_path, steps_completed, total_steps, step_seq, waiting_for, waiting_until, waiting_data, wait_seq, event_data, result_type, result_summary, result, error_code, error_message, failed_node_id, cancelled_by, cancel_reason, correlation_id, idempotency_key, callback_url, priority, created_at, started_at, updated_at, completed_at, node_attempt, error_details, lock_inherited_from, queued_at, admit_first, step_recoveries
+`
+
+type ExecutionMarkRecoveredParams struct {
+	ID      int64
+	StepSeq int64
+}
+
+// Counts a recovery of a running execution whose step job was lost and
+// bumps its step_seq, so that the step job enqueued with the new value is
+// the only one that may advance it.
+func (q *Queries) ExecutionMarkRecovered(ctx context.Context, db DBTX, arg *ExecutionMarkRecoveredParams) (*AgentExecution, error) {
+	row := db.QueryRow(ctx, executionMarkRecovered, arg.ID, arg.StepSeq)
+	var i AgentExecution
+	err := row.Scan(
+		&i.ID,
+		&i.TenantID,
+		&i.ExecutionID,
+		&i.WorkflowID,
+		&i.Version,
+		&i.Status,
+		&i.Lane,
+		&i.SessionKey,
+		&i.ThreadID,
+		&i.ParentExecutionID,
+		&i.CanInheritLock,
+		&i.RestartedFrom,
+		&i.CurrentNodeID,
+		&i.CurrentStepStartedAt,
+		&i.Input,
+		&i.Context,
+		&i.Variables,
+		&i.ConversationHistory,
+		&i.NodePath,
+		&i.StepsCompleted,
+		&i.TotalSteps,
+		&i.StepSeq,
+		&i.WaitingFor,
+		&i.WaitingUntil,
+		&i.WaitingData,
+		&i.WaitSeq,
+		&i.EventData,
+		&i.ResultType,
+		&i.ResultSummary,
+		&i.Result,
+		&i.ErrorCode,
+		&i.ErrorMessage,
+		&i.FailedNodeID,
+		&i.CancelledBy,
+		&i.CancelReason,
+		&i.CorrelationID,
+		&i.IdempotencyKey,
+		&i.CallbackUrl,
+		&i.Priority,
+		&i.CreatedAt,
+		&i.StartedAt,
+		&i.UpdatedAt,
+		&i.CompletedAt,
+		&i.NodeAttempt,
+		&i.ErrorDetails,
+		&i.LockInheritedFrom,
+		&i.QueuedAt,
+		&i.AdmitFirst,
+		&i.StepRecoveries,
 	)
 	return &i, err
 }
@@ -1038,7 +1193,7 @@ SET status = 'running',
     updated_at = now()
 WHERE id = $1::bigint
   AND status = 'pending'
-RETURNING id, tenant_id, execution_id, workflow_id, version, status, lane, session_key, thread_id, parent_execution_id, can_inherit_lock, restarted_from, current_node_id, current_step_started_at, input, context, variables, conversation_history, node_path, steps_completed, total_steps, step_seq, waiting_for, waiting_until, waiting_data, wait_seq, event_data, result_type, result_summary, result, error_code, error_message, failed_node_id, cancelled_by, cancel_reason, correlation_id, idempotency_key, callback_url, priority, created_at, started_at, updated_at, completed_at, node_attempt, error_details, lock_inherited_from, queued_at, admit_first
+RETURNING id, tenant_id, execution_id, workflow_id, version, status, lane, session_key, thread_id, parent_execution_id, can_inherit_lock, restarted_from, current_node_id, current_step_started_at, input, context, variables, conversation_history, node_path, steps_completed, total_steps, step_seq, waiting_for, waiting_until, waiting_data, wait_seq, event_data, result_type, result_summary, result, error_code, error_message, failed_node_id, cancelled_by, cancel_reason, correlation_id, idempotency_key, callback_url, priority, created_at, started_at, updated_at, completed_at, node_attempt, error_details, lock_inherited_from, queued_at, admit_first, step_recoveries
 `
 
 func (q *Queries) ExecutionStart(ctx context.Context, db DBTX, id int64) (*AgentExecution, error) {
@@ -1093,6 +1248,7 @@ func (q *Queries) ExecutionStart(ctx context.Context, db DBTX, id int64) (*Agent
 		&i.LockInheritedFrom,
 		&i.QueuedAt,
 		&i.AdmitFirst,
+		&i.StepRecoveries,
 	)
 	return &i, err
 }
@@ -1105,7 +1261,7 @@ WHERE id = $1::bigint
   AND status = 'running'
   AND step_seq = $2::bigint
   AND node_attempt = $3::integer
-RETURNING id, tenant_id, execution_id, workflow_id, version, status, lane, session_key, thread_id, parent_execution_id, can_inherit_lock, restarted_from, current_node_id, current_step_started_at, input, context, variables, conversation_history, node_path, steps_completed, total_steps, step_seq, waiting_for, waiting_until, waiting_data, wait_seq, event_data, result_type, result_summary, result, error_code, error_message, failed_node_id, cancelled_by, cancel_reason, correlation_id, idempotency_key, callback_url, priority, created_at, started_at, updated_at, completed_at, node_attempt, error_details, lock_inherited_from, queued_at, admit_first
+RETURNING id, tenant_id, execution_id, workflow_id, version, status, lane, session_key, thread_id, parent_execution_id, can_inherit_lock, restarted_from, current_node_id, current_step_started_at, input, context, variables, conversation_history, node_path, steps_completed, total_steps, step_seq, waiting_for, waiting_until, waiting_data, wait_seq, event_data, result_type, result_summary, result, error_code, error_message, failed_node_id, cancelled_by, cancel_reason, correlation_id, idempotency_key, callback_url, priority, created_at, started_at, updated_at, completed_at, node_attempt, error_details, lock_inherited_from, queued_at, admit_first, step_recoveries
 `
 
 type ExecutionToolRetryParams struct {
@@ -1170,12 +1326,13 @@ func (q *Queries) ExecutionToolRetry(ctx context.Context, db DBTX, arg *Executio
 		&i.LockInheritedFrom,
 		&i.QueuedAt,
 		&i.AdmitFirst,
+		&i.StepRecoveries,
 	)
 	return &i, err
 }
 
 const executionViewByExecutionID = `-- name: ExecutionViewByExecutionID :one
-SELECT e.id, e.tenant_id, e.execution_id, e.workflow_id, e.version, e.status, e.lane, e.session_key, e.thread_id, e.parent_execution_id, e.can_inherit_lock, e.restarted_from, e.current_node_id, e.current_step_started_at, e.input, e.context, e.variables, e.conversation_history, e.node_path, e.steps_completed, e.total_steps, e.step_seq, e.waiting_for, e.waiting_until, e.waiting_data, e.wait_seq, e.event_data, e.result_type, e.result_summary, e.result, e.error_code, e.error_message, e.failed_node_id, e.cancelled_by, e.cancel_reason, e.correlation_id, e.idempotency_key, e.callback_url, e.priority, e.created_at, e.started_at, e.updated_at, e.completed_at, e.node_attempt, e.error_details, e.lock_inherited_from, e.queued_at, e.admit_first, t.thread_id AS thread_key, p.execution_id AS parent_key, r.execution_id AS restarted_from_key
+SELECT e.id, e.tenant_id, e.execution_id, e.workflow_id, e.version, e.status, e.lane, e.session_key, e.thread_id, e.parent_execution_id, e.can_inherit_lock, e.restarted_from, e.current_node_id, e.current_step_started_at, e.input, e.context, e.variables, e.conversation_history, e.node_path, e.steps_completed, e.total_steps, e.step_seq, e.waiting_for, e.waiting_until, e.waiting_data, e.wait_seq, e.event_data, e.result_type, e.result_summary, e.result, e.error_code, e.error_message, e.failed_node_id, e.cancelled_by, e.cancel_reason, e.correlation_id, e.idempotency_key, e.callback_url, e.priority, e.created_at, e.started_at, e.updated_at, e.completed_at, e.node_attempt, e.error_details, e.lock_inherited_from, e.queued_at, e.admit_first, e.step_recoveries, t.thread_id AS thread_key, p.execution_id AS parent_key, r.execution_id AS restarted_from_key
 FROM agent_execution e
 JOIN thread t ON t.id = e.thread_id
 LEFT JOIN agent_execution p ON p.id = e.parent_execution_id
@@ -1247,6 +1404,7 @@ func (q *Queries) ExecutionViewByExecutionID(ctx context.Context, db DBTX, arg *
 		&i.AgentExecution.LockInheritedFrom,
 		&i.AgentExecution.QueuedAt,
 		&i.AgentExecution.AdmitFirst,
+		&i.AgentExecution.StepRecoveries,
 		&i.ThreadKey,
 		&i.ParentKey,
 		&i.RestartedFromKey,
@@ -1255,7 +1413,7 @@ func (q *Queries) ExecutionViewByExecutionID(ctx context.Context, db DBTX, arg *
 }
 
 const executionViewList = `-- name: ExecutionViewList :many
-SELECT e.id, e.tenant_id, e.execution_id, e.workflow_id, e.version, e.status, e.lane, e.session_key, e.thread_id, e.parent_execution_id, e.can_inherit_lock, e.restarted_from, e.current_node_id, e.current_step_started_at, e.input, e.context, e.variables, e.conversation_history, e.node_path, e.steps_completed, e.total_steps, e.step_seq, e.waiting_for, e.waiting_until, e.waiting_data, e.wait_seq, e.event_data, e.result_type, e.result_summary, e.result, e.error_code, e.error_message, e.failed_node_id, e.cancelled_by, e.cancel_reason, e.correlation_id, e.idempotency_key, e.callback_url, e.priority, e.created_at, e.started_at, e.updated_at, e.completed_at, e.node_attempt, e.error_details, e.lock_inherited_from, e.queued_at, e.admit_first, t.thread_id AS thread_key, p.execution_id AS parent_key, r.execution_id AS restarted_from_key
+SELECT e.id, e.tenant_id, e.execution_id, e.workflow_id, e.version, e.status, e.lane, e.session_key, e.thread_id, e.parent_execution_id, e.can_inherit_lock, e.restarted_from, e.current_node_id, e.current_step_started_at, e.input, e.context, e.variables, e.conversation_history, e.node_path, e.steps_completed, e.total_steps, e.step_seq, e.waiting_for, e.waiting_until, e.waiting_data, e.wait_seq, e.event_data, e.result_type, e.result_summary, e.result, e.error_code, e.error_message, e.failed_node_id, e.cancelled_by, e.cancel_reason, e.correlation_id, e.idempotency_key, e.callback_url, e.priority, e.created_at, e.started_at, e.updated_at, e.completed_at, e.node_attempt, e.error_details, e.lock_inherited_from, e.queued_at, e.admit_first, e.step_recoveries, t.thread_id AS thread_key, p.execution_id AS parent_key, r.execution_id AS restarted_from_key
 FROM agent_execution e
 JOIN thread t ON t.id = e.thread_id
 LEFT JOIN agent_execution p ON p.id = e.parent_execution_id
@@ -1355,6 +1513,7 @@ func (q *Queries) ExecutionViewList(ctx context.Context, db DBTX, arg *Execution
 			&i.AgentExecution.LockInheritedFrom,
 			&i.AgentExecution.QueuedAt,
 			&i.AgentExecution.AdmitFirst,
+			&i.AgentExecution.StepRecoveries,
 			&i.ThreadKey,
 			&i.ParentKey,
 			&i.RestartedFromKey,

@@ -22,7 +22,7 @@ SET status = 'running',
     updated_at = now()
 WHERE id = $1::bigint
   AND status = 'pending'
-RETURNING id, tenant_id, execution_id, workflow_id, version, status, lane, session_key, thread_id, parent_execution_id, can_inherit_lock, restarted_from, current_node_id, current_step_started_at, input, context, variables, conversation_history, node_path, steps_completed, total_steps, step_seq, waiting_for, waiting_until, waiting_data, wait_seq, event_data, result_type, result_summary, result, error_code, error_message, failed_node_id, cancelled_by, cancel_reason, correlation_id, idempotency_key, callback_url, priority, created_at, started_at, updated_at, completed_at, node_attempt, error_details, lock_inherited_from, queued_at, admit_first
+RETURNING id, tenant_id, execution_id, workflow_id, version, status, lane, session_key, thread_id, parent_execution_id, can_inherit_lock, restarted_from, current_node_id, current_step_started_at, input, context, variables, conversation_history, node_path, steps_completed, total_steps, step_seq, waiting_for, waiting_until, waiting_data, wait_seq, event_data, result_type, result_summary, result, error_code, error_message, failed_node_id, cancelled_by, cancel_reason, correlation_id, idempotency_key, callback_url, priority, created_at, started_at, updated_at, completed_at, node_attempt, error_details, lock_inherited_from, queued_at, admit_first, step_recoveries
 `
 
 // pending → running: the lane admitted it.
@@ -78,6 +78,7 @@ func (q *Queries) ExecutionAdmit(ctx context.Context, db DBTX, id int64) (*Agent
 		&i.LockInheritedFrom,
 		&i.QueuedAt,
 		&i.AdmitFirst,
+		&i.StepRecoveries,
 	)
 	return &i, err
 }
@@ -91,7 +92,7 @@ SET status = 'pending',
 WHERE id = $2::bigint
   AND status = 'running'
   AND step_seq = $3::bigint
-RETURNING id, tenant_id, execution_id, workflow_id, version, status, lane, session_key, thread_id, parent_execution_id, can_inherit_lock, restarted_from, current_node_id, current_step_started_at, input, context, variables, conversation_history, node_path, steps_completed, total_steps, step_seq, waiting_for, waiting_until, waiting_data, wait_seq, event_data, result_type, result_summary, result, error_code, error_message, failed_node_id, cancelled_by, cancel_reason, correlation_id, idempotency_key, callback_url, priority, created_at, started_at, updated_at, completed_at, node_attempt, error_details, lock_inherited_from, queued_at, admit_first
+RETURNING id, tenant_id, execution_id, workflow_id, version, status, lane, session_key, thread_id, parent_execution_id, can_inherit_lock, restarted_from, current_node_id, current_step_started_at, input, context, variables, conversation_history, node_path, steps_completed, total_steps, step_seq, waiting_for, waiting_until, waiting_data, wait_seq, event_data, result_type, result_summary, result, error_code, error_message, failed_node_id, cancelled_by, cancel_reason, correlation_id, idempotency_key, callback_url, priority, created_at, started_at, updated_at, completed_at, node_attempt, error_details, lock_inherited_from, queued_at, admit_first, step_recoveries
 `
 
 type ExecutionPauseForBreakerParams struct {
@@ -155,6 +156,7 @@ func (q *Queries) ExecutionPauseForBreaker(ctx context.Context, db DBTX, arg *Ex
 		&i.LockInheritedFrom,
 		&i.QueuedAt,
 		&i.AdmitFirst,
+		&i.StepRecoveries,
 	)
 	return &i, err
 }
@@ -167,7 +169,7 @@ SET status = 'pending',
     updated_at = now()
 WHERE id = $1::bigint
   AND status = 'running'
-RETURNING id, tenant_id, execution_id, workflow_id, version, status, lane, session_key, thread_id, parent_execution_id, can_inherit_lock, restarted_from, current_node_id, current_step_started_at, input, context, variables, conversation_history, node_path, steps_completed, total_steps, step_seq, waiting_for, waiting_until, waiting_data, wait_seq, event_data, result_type, result_summary, result, error_code, error_message, failed_node_id, cancelled_by, cancel_reason, correlation_id, idempotency_key, callback_url, priority, created_at, started_at, updated_at, completed_at, node_attempt, error_details, lock_inherited_from, queued_at, admit_first
+RETURNING id, tenant_id, execution_id, workflow_id, version, status, lane, session_key, thread_id, parent_execution_id, can_inherit_lock, restarted_from, current_node_id, current_step_started_at, input, context, variables, conversation_history, node_path, steps_completed, total_steps, step_seq, waiting_for, waiting_until, waiting_data, wait_seq, event_data, result_type, result_summary, result, error_code, error_message, failed_node_id, cancelled_by, cancel_reason, correlation_id, idempotency_key, callback_url, priority, created_at, started_at, updated_at, completed_at, node_attempt, error_details, lock_inherited_from, queued_at, admit_first, step_recoveries
 `
 
 // running → pending with priority: a resumed execution whose lane or
@@ -224,6 +226,7 @@ func (q *Queries) ExecutionRequeue(ctx context.Context, db DBTX, id int64) (*Age
 		&i.LockInheritedFrom,
 		&i.QueuedAt,
 		&i.AdmitFirst,
+		&i.StepRecoveries,
 	)
 	return &i, err
 }

@@ -209,6 +209,7 @@ type AgentExecution struct {
 	LockInheritedFrom    *int64
 	QueuedAt             *time.Time
 	AdmitFirst           bool
+	StepRecoveries       int32
 }
 
 type ExecutionEvent struct {
@@ -334,6 +335,8 @@ type OutboxMessage struct {
 
 type RiverJob struct {
 	ID          int64
+	Kind        string
+	Args        json.RawMessage
 	State       RiverJobState
 	Queue       string
 	ScheduledAt time.Time

@@ -29,7 +29,7 @@ SET status = $1::execution_status,
 WHERE id = $8::bigint
   AND status = 'waiting'
   AND wait_seq = $9::integer
-RETURNING id, tenant_id, execution_id, workflow_id, version, status, lane, session_key, thread_id, parent_execution_id, can_inherit_lock, restarted_from, current_node_id, current_step_started_at, input, context, variables, conversation_history, node_path, steps_completed, total_steps, step_seq, waiting_for, waiting_until, waiting_data, wait_seq, event_data, result_type, result_summary, result, error_code, error_message, failed_node_id, cancelled_by, cancel_reason, correlation_id, idempotency_key, callback_url, priority, created_at, started_at, updated_at, completed_at, node_attempt, error_details, lock_inherited_from, queued_at, admit_first
+RETURNING id, tenant_id, execution_id, workflow_id, version, status, lane, session_key, thread_id, parent_execution_id, can_inherit_lock, restarted_from, current_node_id, current_step_started_at, input, context, variables, conversation_history, node_path, steps_completed, total_steps, step_seq, waiting_for, waiting_until, waiting_data, wait_seq, event_data, result_type, result_summary, result, error_code, error_message, failed_node_id, cancelled_by, cancel_reason, correlation_id, idempotency_key, callback_url, priority, created_at, started_at, updated_at, completed_at, node_attempt, error_details, lock_inherited_from, queued_at, admit_first, step_recoveries
 `
 
 type ExecutionEndWaitParams struct {
@@ -107,6 +107,7 @@ func (q *Queries) ExecutionEndWait(ctx context.Context, db DBTX, arg *ExecutionE
 		&i.LockInheritedFrom,
 		&i.QueuedAt,
 		&i.AdmitFirst,
+		&i.StepRecoveries,
 	)
 	return &i, err
 }
@@ -129,7 +130,7 @@ SET status = 'waiting',
 WHERE id = $9::bigint
   AND status = 'running'
   AND step_seq = $10::bigint
-RETURNING id, tenant_id, execution_id, workflow_id, version, status, lane, session_key, thread_id, parent_execution_id, can_inherit_lock, restarted_from, current_node_id, current_step_started_at, input, context, variables, conversation_history, node_path, steps_completed, total_steps, step_seq, waiting_for, waiting_until, waiting_data, wait_seq, event_data, result_type, result_summary, result, error_code, error_message, failed_node_id, cancelled_by, cancel_reason, correlation_id, idempotency_key, callback_url, priority, created_at, started_at, updated_at, completed_at, node_attempt, error_details, lock_inherited_from, queued_at, admit_first
+RETURNING id, tenant_id, execution_id, workflow_id, version, status, lane, session_key, thread_id, parent_execution_id, can_inherit_lock, restarted_from, current_node_id, current_step_started_at, input, context, variables, conversation_history, node_path, steps_completed, total_steps, step_seq, waiting_for, waiting_until, waiting_data, wait_seq, event_data, result_type, result_summary, result, error_code, error_message, failed_node_id, cancelled_by, cancel_reason, correlation_id, idempotency_key, callback_url, priority, created_at, started_at, updated_at, completed_at, node_attempt, error_details, lock_inherited_from, queued_at, admit_first, step_recoveries
 `
 
 type ExecutionEnterWaitParams struct {
@@ -209,12 +210,13 @@ func (q *Queries) ExecutionEnterWait(ctx context.Context, db DBTX, arg *Executio
 		&i.LockInheritedFrom,
 		&i.QueuedAt,
 		&i.AdmitFirst,
+		&i.StepRecoveries,
 	)
 	return &i, err
 }
 
 const executionLockByExecutionID = `-- name: ExecutionLockByExecutionID :one
-SELECT id, tenant_id, execution_id, workflow_id, version, status, lane, session_key, thread_id, parent_execution_id, can_inherit_lock, restarted_from, current_node_id, current_step_started_at, input, context, variables, conversation_history, node_path, steps_completed, total_steps, step_seq, waiting_for, waiting_until, waiting_data, wait_seq, event_data, result_type, result_summary, result, error_code, error_message, failed_node_id, cancelled_by, cancel_reason, correlation_id, idempotency_key, callback_url, priority, created_at, started_at, updated_at, completed_at, node_attempt, error_details, lock_inherited_from, queued_at, admit_first
+SELECT id, tenant_id, execution_id, workflow_id, version, status, lane, session_key, thread_id, parent_execution_id, can_inherit_lock, restarted_from, current_node_id, current_step_started_at, input, context, variables, conversation_history, node_path, steps_completed, total_steps, step_seq, waiting_for, waiting_until, waiting_data, wait_seq, event_data, result_type, result_summary, result, error_code, error_message, failed_node_id, cancelled_by, cancel_reason, correlation_id, idempotency_key, callback_url, priority, created_at, started_at, updated_at, completed_at, node_attempt, error_details, lock_inherited_from, queued_at, admit_first, step_recoveries
 FROM agent_execution
 WHERE tenant_id = $1::text
   AND execution_id = $2::text
@@ -278,12 +280,13 @@ func (q *Queries) ExecutionLockByExecutionID(ctx context.Context, db DBTX, arg *
 		&i.LockInheritedFrom,
 		&i.QueuedAt,
 		&i.AdmitFirst,
+		&i.StepRecoveries,
 	)
 	return &i, err
 }
 
 const executionLockWaiting = `-- name: ExecutionLockWaiting :one
-SELECT id, tenant_id, execution_id, workflow_id, version, status, lane, session_key, thread_id, parent_execution_id, can_inherit_lock, restarted_from, current_node_id, current_step_started_at, input, context, variables, conversation_history, node_path, steps_completed, total_steps, step_seq, waiting_for, waiting_until, waiting_data, wait_seq, event_data, result_type, result_summary, result, error_code, error_message, failed_node_id, cancelled_by, cancel_reason, correlation_id, idempotency_key, callback_url, priority, created_at, started_at, updated_at, completed_at, node_attempt, error_details, lock_inherited_from, queued_at, admit_first
+SELECT id, tenant_id, execution_id, workflow_id, version, status, lane, session_key, thread_id, parent_execution_id, can_inherit_lock, restarted_from, current_node_id, current_step_started_at, input, context, variables, conversation_history, node_path, steps_completed, total_steps, step_seq, waiting_for, waiting_until, waiting_data, wait_seq, event_data, result_type, result_summary, result, error_code, error_message, failed_node_id, cancelled_by, cancel_reason, correlation_id, idempotency_key, callback_url, priority, created_at, started_at, updated_at, completed_at, node_attempt, error_details, lock_inherited_from, queued_at, admit_first, step_recoveries
 FROM agent_execution
 WHERE id = $1::bigint
   AND status = 'waiting'
@@ -350,12 +353,13 @@ func (q *Queries) ExecutionLockWaiting(ctx context.Context, db DBTX, arg *Execut
 		&i.LockInheritedFrom,
 		&i.QueuedAt,
 		&i.AdmitFirst,
+		&i.StepRecoveries,
 	)
 	return &i, err
 }
 
 const executionLockWaitingMatches = `-- name: ExecutionLockWaitingMatches :many
-SELECT e.id, e.tenant_id, e.execution_id, e.workflow_id, e.version, e.status, e.lane, e.session_key, e.thread_id, e.parent_execution_id, e.can_inherit_lock, e.restarted_from, e.current_node_id, e.current_step_started_at, e.input, e.context, e.variables, e.conversation_history, e.node_path, e.steps_completed, e.total_steps, e.step_seq, e.waiting_for, e.waiting_until, e.waiting_data, e.wait_seq, e.event_data, e.result_type, e.result_summary, e.result, e.error_code, e.error_message, e.failed_node_id, e.cancelled_by, e.cancel_reason, e.correlation_id, e.idempotency_key, e.callback_url, e.priority, e.created_at, e.started_at, e.updated_at, e.completed_at, e.node_attempt, e.error_details, e.lock_inherited_from, e.queued_at, e.admit_first, (t.active_execution_id IS NOT DISTINCT FROM e.id)::boolean AS holds_lock
+SELECT e.id, e.tenant_id, e.execution_id, e.workflow_id, e.version, e.status, e.lane, e.session_key, e.thread_id, e.parent_execution_id, e.can_inherit_lock, e.restarted_from, e.current_node_id, e.current_step_started_at, e.input, e.context, e.variables, e.conversation_history, e.node_path, e.steps_completed, e.total_steps, e.step_seq, e.waiting_for, e.waiting_until, e.waiting_data, e.wait_seq, e.event_data, e.result_type, e.result_summary, e.result, e.error_code, e.error_message, e.failed_node_id, e.cancelled_by, e.cancel_reason, e.correlation_id, e.idempotency_key, e.callback_url, e.priority, e.created_at, e.started_at, e.updated_at, e.completed_at, e.node_attempt, e.error_details, e.lock_inherited_from, e.queued_at, e.admit_first, e.step_recoveries, (t.active_execution_id IS NOT DISTINCT FROM e.id)::boolean AS holds_lock
 FROM agent_execution e
 JOIN thread t ON t.id = e.thread_id
 WHERE e.tenant_id = $1::text
@@ -447,6 +451,7 @@ func (q *Queries) ExecutionLockWaitingMatches(ctx context.Context, db DBTX, arg 
 			&i.AgentExecution.LockInheritedFrom,
 			&i.AgentExecution.QueuedAt,
 			&i.AgentExecution.AdmitFirst,
+			&i.AgentExecution.StepRecoveries,
 			&i.HoldsLock,
 		); err != nil {
 			return nil, err
@@ -475,7 +480,7 @@ SET status = 'running',
 WHERE id = $5::bigint
   AND status = 'waiting'
   AND wait_seq = $6::integer
-RETURNING id, tenant_id, execution_id, workflow_id, version, status, lane, session_key, thread_id, parent_execution_id, can_inherit_lock, restarted_from, current_node_id, current_step_started_at, input, context, variables, conversation_history, node_path, steps_completed, total_steps, step_seq, waiting_for, waiting_until, waiting_data, wait_seq, event_data, result_type, result_summary, result, error_code, error_message, failed_node_id, cancelled_by, cancel_reason, correlation_id, idempotency_key, callback_url, priority, created_at, started_at, updated_at, completed_at, node_attempt, error_details, lock_inherited_from, queued_at, admit_first
+RETURNING id, tenant_id, execution_id, workflow_id, version, status, lane, session_key, thread_id, parent_execution_id, can_inherit_lock, restarted_from, current_node_id, current_step_started_at, input, context, variables, conversation_history, node_path, steps_completed, total_steps, step_seq, waiting_for, waiting_until, waiting_data, wait_seq, event_data, result_type, result_summary, result, error_code, error_message, failed_node_id, cancelled_by, cancel_reason, correlation_id, idempotency_key, callback_url, priority, created_at, started_at, updated_at, completed_at, node_attempt, error_details, lock_inherited_from, queued_at, admit_first, step_recoveries
 `
 
 type ExecutionResumeParams struct {
@@ -547,6 +552,7 @@ func (q *Queries) ExecutionResume(ctx context.Context, db DBTX, arg *ExecutionRe
 		&i.LockInheritedFrom,
 		&i.QueuedAt,
 		&i.AdmitFirst,
+		&i.StepRecoveries,
 	)
 	return &i, err
 }
@@ -562,7 +568,7 @@ SET waiting_until = $1::timestamptz,
 WHERE id = $4::bigint
   AND status = 'waiting'
   AND wait_seq = $5::integer
-RETURNING id, tenant_id, execution_id, workflow_id, version, status, lane, session_key, thread_id, parent_execution_id, can_inherit_lock, restarted_from, current_node_id, current_step_started_at, input, context, variables, conversation_history, node_path, steps_completed, total_steps, step_seq, waiting_for, waiting_until, waiting_data, wait_seq, event_data, result_type, result_summary, result, error_code, error_message, failed_node_id, cancelled_by, cancel_reason, correlation_id, idempotency_key, callback_url, priority, created_at, started_at, updated_at, completed_at, node_attempt, error_details, lock_inherited_from, queued_at, admit_first
+RETURNING id, tenant_id, execution_id, workflow_id, version, status, lane, session_key, thread_id, parent_execution_id, can_inherit_lock, restarted_from, current_node_id, current_step_started_at, input, context, variables, conversation_history, node_path, steps_completed, total_steps, step_seq, waiting_for, waiting_until, waiting_data, wait_seq, event_data, result_type, result_summary, result, error_code, error_message, failed_node_id, cancelled_by, cancel_reason, correlation_id, idempotency_key, callback_url, priority, created_at, started_at, updated_at, completed_at, node_attempt, error_details, lock_inherited_from, queued_at, admit_first, step_recoveries
 `
 
 type ExecutionRewaitParams struct {
@@ -633,6 +639,7 @@ func (q *Queries) ExecutionRewait(ctx context.Context, db DBTX, arg *ExecutionRe
 		&i.LockInheritedFrom,
 		&i.QueuedAt,
 		&i.AdmitFirst,
+		&i.StepRecoveries,
 	)
 	return &i, err
 }
@@ -644,7 +651,7 @@ SET waiting_data = $1::jsonb,
 WHERE id = $2::bigint
   AND status = 'waiting'
   AND wait_seq = $3::integer
-RETURNING id, tenant_id, execution_id, workflow_id, version, status, lane, session_key, thread_id, parent_execution_id, can_inherit_lock, restarted_from, current_node_id, current_step_started_at, input, context, variables, conversation_history, node_path, steps_completed, total_steps, step_seq, waiting_for, waiting_until, waiting_data, wait_seq, event_data, result_type, result_summary, result, error_code, error_message, failed_node_id, cancelled_by, cancel_reason, correlation_id, idempotency_key, callback_url, priority, created_at, started_at, updated_at, completed_at, node_attempt, error_details, lock_inherited_from, queued_at, admit_first
+RETURNING id, tenant_id, execution_id, workflow_id, version, status, lane, session_key, thread_id, parent_execution_id, can_inherit_lock, restarted_from, current_node_id, current_step_started_at, input, context, variables, conversation_history, node_path, steps_completed, total_steps, step_seq, waiting_for, waiting_until, waiting_data, wait_seq, event_data, result_type, result_summary, result, error_code, error_message, failed_node_id, cancelled_by, cancel_reason, correlation_id, idempotency_key, callback_url, priority, created_at, started_at, updated_at, completed_at, node_attempt, error_details, lock_inherited_from, queued_at, admit_first, step_recoveries
 `
 
 type ExecutionSetWaitingDataParams struct {
@@ -706,6 +713,7 @@ func (q *Queries) ExecutionSetWaitingData(ctx context.Context, db DBTX, arg *Exe
 		&i.LockInheritedFrom,
 		&i.QueuedAt,
 		&i.AdmitFirst,
+		&i.StepRecoveries,
 	)
 	return &i, err
 }

@@ -251,3 +251,46 @@ ORDER BY down.depth, down.id;
 UPDATE agent_execution
 SET node_attempt = @node_attempt::integer
 WHERE id = @id::bigint;
+
+-- name: ExecutionListStranded :many
+-- Running executions whose row has not changed for @idle_seconds and that no
+-- live execution.step job (jobs.StepArgs: args {"execution_id": …}) will
+-- advance: their step job was lost (deleted, or discarded without failing
+-- them). The step reaper enqueues their step again or fails them. Pending
+-- and waiting executions need no step job and are not listed. The live
+-- jobs are read once, through River's index on state, and anti-joined: a
+-- lookup per running execution would cost a GIN probe each.
+SELECT e.id, e.thread_id, e.step_seq
+FROM agent_execution e
+WHERE e.status = 'running'
+  AND e.updated_at < now() - make_interval(secs => @idle_seconds::double precision)
+  AND NOT EXISTS (
+      SELECT 1 FROM river_job j
+      WHERE j.kind = 'execution.step'
+        AND j.state IN ('available', 'pending', 'retryable', 'running', 'scheduled')
+        AND (j.args->>'execution_id')::bigint = e.id)
+ORDER BY e.id
+LIMIT @max::integer;
+
+-- name: ExecutionHasLiveStep :one
+-- Whether an execution.step job of the execution is waiting to run or
+-- running. Run it after taking the execution's row, so that it sees every
+-- job committed with the row's last change.
+SELECT EXISTS (
+    SELECT 1 FROM river_job j
+    WHERE j.kind = 'execution.step'
+      AND j.state IN ('available', 'pending', 'retryable', 'running', 'scheduled')
+      AND j.args @> jsonb_build_object('execution_id', @id::bigint))::boolean AS live;
+
+-- name: ExecutionMarkRecovered :one
+-- Counts a recovery of a running execution whose step job was lost and
+-- bumps its step_seq, so that the step job enqueued with the new value is
+-- the only one that may advance it.
+UPDATE agent_execution
+SET step_recoveries = step_recoveries + 1,
+    step_seq = step_seq + 1,
+    updated_at = now()
+WHERE id = @id::bigint
+  AND status = 'running'
+  AND step_seq = @step_seq::bigint
+RETURNING *;
