@@ -33,6 +33,36 @@ type Config struct {
 	Channels map[string]Channel `json:"channels"`
 	// Callbacks configures execution callbacks.
 	Callbacks Callbacks `json:"callbacks"`
+	// Limits bound everything a tenant controls (workflow.Limits; its json
+	// tags are the keys). A key left out, or 0, takes its default; a
+	// negative value is an error. The keys and their defaults:
+	//
+	//   - definitionBytes (1048576): the largest definition payload, in
+	//     bytes of JSON. The API's request body limit (1 MiB) applies too.
+	//   - nodes (2000): the most nodes a definition may have.
+	//   - idBytes (255): the longest id or name a tenant sends, in bytes:
+	//     workflow_id, version, node ids, execution_id, thread_id, lane,
+	//     message_id, correlation_id, event_id, event_type, channel,
+	//     contact, default_workflow_id, queue mode and drop, node_id, path
+	//     parameters. At most 1000 (the ids sit in Postgres indexes).
+	//   - conditionBytes (4096): the longest decision condition.
+	//   - conditionBytesTotal (32768): all of a definition's conditions
+	//     together.
+	//   - conditionCost (1000000): the most CEL cost units a condition may
+	//     take in one evaluation.
+	//   - variablesBytes (1048576): the largest an execution's input,
+	//     context and variables may be, in bytes of JSON.
+	//   - renderBytes (262144): the most text one node's templates render.
+	//   - historyEntries (200): the most conversation_history entries an
+	//     execution keeps; older ones are dropped.
+	//   - queueCap (1000): the largest queue cap a session may ask for
+	//     (/queue cap:N, PUT …/queue, messages.queue.cap).
+	//   - debounceMs (3600000): the longest queue debounce a session may ask
+	//     for, in milliseconds. At most 86400000.
+	//   - waitTimeoutMs (120000): the longest metadata.timeout_ms an
+	//     execute request with wait_for_completion may ask for. At most
+	//     86400000.
+	Limits workflow.Limits `json:"limits"`
 }
 
 // Agents holds agent defaults.
@@ -61,9 +91,11 @@ type Queue struct {
 	// Mode is steer, followup, collect (default), steer-backlog, interrupt
 	// or queue.
 	Mode string `json:"mode"`
-	// DebounceMS is the debounce window. Default 1000.
+	// DebounceMS is the debounce window. Default 1000; at most
+	// limits.debounceMs.
 	DebounceMS int `json:"debounceMs"`
-	// Cap is the most messages queued per session. Default 20.
+	// Cap is the most messages queued per session. Default 20; at most
+	// limits.queueCap.
 	Cap int `json:"cap"`
 	// Drop is old, new or summarize (default).
 	Drop string `json:"drop"`
@@ -229,6 +261,7 @@ func (c *Config) applyDefaults() {
 	if c.Channels == nil {
 		c.Channels = map[string]Channel{"default": {Type: "log"}}
 	}
+	c.Limits = c.Limits.WithDefaults()
 }
 
 var queueModes = map[string]bool{"steer": true, "followup": true, "collect": true, "steer-backlog": true, "steer+backlog": true, "interrupt": true, "queue": true}
@@ -263,6 +296,7 @@ func (c *Config) Validate() error {
 	if q.DebounceMS < 0 || q.Cap < 0 {
 		add("messages.queue.debounceMs and cap must not be negative")
 	}
+	problems = append(problems, c.validateLimits()...)
 	for _, name := range sortedKeys(c.Tools) {
 		t := c.Tools[name]
 		switch t.Type {
@@ -306,6 +340,55 @@ func (c *Config) Validate() error {
 		return errors.New("invalid configuration: " + strings.Join(problems, "; "))
 	}
 	return nil
+}
+
+// Upper bounds of some limits: ids sit in btree indexes (a row of one must
+// fit a third of a page), and durations must fit time.Duration sums.
+const (
+	maxIDBytes = 1000
+	maxLimitMS = 86_400_000
+)
+
+// validateLimits checks the limits section, and the global queue settings
+// against it.
+func (c *Config) validateLimits() []string {
+	var problems []string
+	add := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+	l := c.Limits
+	for _, f := range []struct {
+		name string
+		v    int64
+	}{
+		{"definitionBytes", int64(l.DefinitionBytes)}, {"nodes", int64(l.Nodes)}, {"idBytes", int64(l.IDBytes)},
+		{"conditionBytes", int64(l.ConditionBytes)}, {"conditionBytesTotal", int64(l.ConditionBytesTotal)},
+		{"variablesBytes", int64(l.VariablesBytes)},
+		{"renderBytes", int64(l.RenderBytes)}, {"historyEntries", int64(l.HistoryEntries)},
+		{"queueCap", int64(l.QueueCap)}, {"debounceMs", int64(l.DebounceMS)}, {"waitTimeoutMs", l.WaitTimeoutMS},
+	} {
+		if f.v < 0 {
+			add("limits.%s must not be negative", f.name)
+		}
+	}
+	if err := l.Check(); err != nil && len(problems) == 0 {
+		add("%v", err) // a limit added to workflow.Limits but not above
+	}
+	if l.IDBytes > maxIDBytes {
+		add("limits.idBytes must be at most %d", maxIDBytes)
+	}
+	if l.DebounceMS > maxLimitMS {
+		add("limits.debounceMs must be at most %d", maxLimitMS)
+	}
+	if l.WaitTimeoutMS > maxLimitMS {
+		add("limits.waitTimeoutMs must be at most %d", maxLimitMS)
+	}
+	q := c.Messages.Queue
+	if l.QueueCap > 0 && q.Cap > l.QueueCap {
+		add("messages.queue.cap must be at most limits.queueCap (%d)", l.QueueCap)
+	}
+	if l.DebounceMS > 0 && q.DebounceMS > l.DebounceMS {
+		add("messages.queue.debounceMs must be at most limits.debounceMs (%d)", l.DebounceMS)
+	}
+	return problems
 }
 
 // ToolSpec returns the engine's spec of a configured tool.

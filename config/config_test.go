@@ -80,3 +80,44 @@ func TestParseRejectsBadFiles(t *testing.T) {
 		require.ErrorContains(t, err, tc.want, name)
 	}
 }
+
+// The limits section maps onto workflow.Limits, takes the defaults for
+// what it leaves out, and refuses negative or out-of-range values by name.
+func TestLimitsSection(t *testing.T) {
+	t.Parallel()
+	c, err := config.Parse([]byte(`{
+  limits: { idBytes: 100, nodes: 50, queueCap: 40, debounceMs: 60000, waitTimeoutMs: 5000,
+            historyEntries: 10, variablesBytes: 65536, definitionBytes: 32768, renderBytes: 1024,
+            conditionBytes: 512, conditionCost: 5000 },
+  messages: { queue: { cap: 40, debounceMs: 60000 } },
+}`))
+	require.NoError(t, err)
+	require.Equal(t, workflow.Limits{IDBytes: 100, Nodes: 50, QueueCap: 40, DebounceMS: 60000, WaitTimeoutMS: 5000,
+		HistoryEntries: 10, VariablesBytes: 65536, DefinitionBytes: 32768, RenderBytes: 1024,
+		ConditionBytes: 512, ConditionCost: 5000}.WithDefaults(), c.Limits)
+
+	partial, err := config.Parse([]byte(`{limits: {idBytes: 64}}`))
+	require.NoError(t, err)
+	want := workflow.DefaultLimits()
+	want.IDBytes = 64
+	require.Equal(t, want, partial.Limits)
+	require.Equal(t, workflow.DefaultLimits(), config.Default().Limits)
+
+	for name, tc := range map[string]struct{ raw, want string }{
+		"negative nodes":       {`{limits: {nodes: -1}}`, "limits.nodes must not be negative"},
+		"negative idBytes":     {`{limits: {idBytes: -5}}`, "limits.idBytes must not be negative"},
+		"negative wait":        {`{limits: {waitTimeoutMs: -1}}`, "limits.waitTimeoutMs must not be negative"},
+		"negative history":     {`{limits: {historyEntries: -1}}`, "limits.historyEntries must not be negative"},
+		"negative cost":        {`{limits: {conditionCost: -1}}`, "conditionCost"},
+		"unknown limit":        {`{limits: {nodez: 1}}`, `unknown field "nodez"`},
+		"idBytes too large":    {`{limits: {idBytes: 5000}}`, "limits.idBytes must be at most 1000"},
+		"debounceMs too large": {`{limits: {debounceMs: 9000000000000}}`, "limits.debounceMs must be at most"},
+		"wait too large":       {`{limits: {waitTimeoutMs: 9e15}}`, "limits.waitTimeoutMs must be at most"},
+		"queue cap over":       {`{limits: {queueCap: 10}, messages: {queue: {cap: 11}}}`, "messages.queue.cap must be at most limits.queueCap (10)"},
+		"queue cap default":    {`{messages: {queue: {cap: 1001}}}`, "messages.queue.cap must be at most limits.queueCap (1000)"},
+		"queue debounce over":  {`{messages: {queue: {debounceMs: 3600001}}}`, "messages.queue.debounceMs must be at most limits.debounceMs"},
+	} {
+		_, err := config.Parse([]byte(tc.raw))
+		require.ErrorContains(t, err, tc.want, name)
+	}
+}

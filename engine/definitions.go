@@ -25,8 +25,13 @@ type StoredDefinition struct {
 	CreatedAt time.Time
 }
 
-// ValidateDefinition parses and validates a definition payload.
+// ValidateDefinition parses and validates a definition payload. A payload
+// over limits.definitionBytes is refused before it is parsed.
 func (e *Engine) ValidateDefinition(raw []byte) (*workflow.Definition, error) {
+	if max := e.cfg.Limits.DefinitionBytes; len(raw) > max {
+		return nil, &workflow.ValidationError{Problems: []workflow.Problem{{Field: "payload",
+			Message: fmt.Sprintf("the definition is %d bytes, over the limit of %d (limits.definitionBytes)", len(raw), max)}}}
+	}
 	def, err := workflow.ParseDefinition(raw)
 	if err != nil {
 		return nil, err

@@ -397,7 +397,7 @@ func (e *Engine) takeSteered(ctx context.Context, tx pgx.Tx, row *dbsqlc.AgentEx
 		vars["lastResponse"] = m.Body
 	}
 	row.Variables = mustJSON(vars)
-	if err := e.q.ExecutionAppendHistory(ctx, tx, &dbsqlc.ExecutionAppendHistoryParams{ID: row.ID, Entries: mustJSON(entries), Variables: row.Variables}); err != nil {
+	if err := e.q.ExecutionAppendHistory(ctx, tx, &dbsqlc.ExecutionAppendHistoryParams{ID: row.ID, Entries: mustJSON(entries), Variables: row.Variables, MaxEntries: int32(e.cfg.Limits.HistoryEntries)}); err != nil {
 		return 0, fmt.Errorf("appending steered messages: %w", err)
 	}
 	return len(msgs), nil

@@ -78,6 +78,9 @@ func (e *Engine) StartExecution(ctx context.Context, tx pgx.Tx, p StartParams) (
 	if p.WorkflowID == "" {
 		return nil, &InputError{Field: "payload.workflow_id", Message: "is required"}
 	}
+	if err := e.checkStartSizes(p); err != nil {
+		return nil, err
+	}
 	def, err := e.GetDefinition(ctx, tx, p.TenantID, p.WorkflowID, p.Version)
 	if err != nil {
 		if errors.Is(err, ErrNotFound) {

@@ -30,6 +30,12 @@ type QueueConfig struct {
 type queueCommand struct {
 	reset    bool
 	settings QueueSettings
+	// bad is the first argument whose value could not be read, such as
+	// "cap:ten" or "debounce:9e18"; the command is then refused.
+	bad string
+	// command says the settings came from a /queue message, whose
+	// problems name payload.text; otherwise they name the payload's fields.
+	command bool
 }
 
 // parseQueueCommand reads "/queue <mode> [debounce:2s] [cap:25]
@@ -40,7 +46,7 @@ func parseQueueCommand(text string) (queueCommand, bool) {
 	if len(f) == 0 || f[0] != "/queue" {
 		return queueCommand{}, false
 	}
-	var c queueCommand
+	c := queueCommand{command: true}
 	for _, arg := range f[1:] {
 		k, v, hasValue := strings.Cut(arg, ":")
 		switch {
@@ -49,19 +55,25 @@ func parseQueueCommand(text string) (queueCommand, bool) {
 		case !hasValue:
 			c.settings.Mode = arg
 		case k == "debounce":
-			d, err := time.ParseDuration(v)
-			if err != nil {
-				if ms, err2 := strconv.Atoi(v); err2 == nil {
-					d = time.Duration(ms) * time.Millisecond
-				}
+			// A duration ("2s") or a number of milliseconds; anything else,
+			// or a duration time.Duration cannot hold, is refused rather
+			// than read as zero.
+			ms, err := strconv.Atoi(v)
+			if d, derr := time.ParseDuration(v); derr == nil {
+				ms, err = int(d.Milliseconds()), nil
 			}
-			ms := int(d.Milliseconds())
+			if err != nil {
+				c.badArg(arg)
+				continue
+			}
 			c.settings.DebounceMS = &ms
 		case k == "cap":
 			n, err := strconv.Atoi(v)
-			if err == nil {
-				c.settings.Cap = &n
+			if err != nil {
+				c.badArg(arg)
+				continue
 			}
+			c.settings.Cap = &n
 		case k == "drop":
 			c.settings.Drop = v
 		}
@@ -69,11 +81,17 @@ func parseQueueCommand(text string) (queueCommand, bool) {
 	return c, true
 }
 
+func (c *queueCommand) badArg(arg string) {
+	if c.bad == "" {
+		c.bad = arg
+	}
+}
+
 func (e *Engine) applyQueueCommand(ctx context.Context, tx pgx.Tx, threadID int64, c queueCommand) error {
 	if c.reset {
 		return e.q.ThreadSetQueueSettings(ctx, tx, &dbsqlc.ThreadSetQueueSettingsParams{ID: threadID, QueueSettings: nil})
 	}
-	if err := validateQueueSettings(&c.settings); err != nil {
+	if err := e.checkQueueCommand(c); err != nil {
 		return err
 	}
 	return e.q.ThreadSetQueueSettings(ctx, tx, &dbsqlc.ThreadSetQueueSettingsParams{ID: threadID, QueueSettings: mustJSON(c.settings)})
@@ -123,7 +141,7 @@ func (e *Engine) effectiveQueue(raw json.RawMessage, channel string) EffectiveQu
 	}
 	var s QueueSettings
 	if len(raw) == 0 || json.Unmarshal(raw, &s) != nil {
-		return eff
+		return e.boundQueue(eff)
 	}
 	if s.Mode != "" {
 		eff.Mode, eff.Sources["mode"] = s.Mode, "session"
@@ -137,5 +155,5 @@ func (e *Engine) effectiveQueue(raw json.RawMessage, channel string) EffectiveQu
 	if s.Drop != "" {
 		eff.Drop, eff.Sources["drop"] = s.Drop, "session"
 	}
-	return eff
+	return e.boundQueue(eff)
 }

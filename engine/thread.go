@@ -73,6 +73,11 @@ func (e *Engine) UpsertThread(ctx context.Context, db dbsqlc.DBTX, p ThreadUpser
 	if p.Channel == "" || p.Contact == "" {
 		return nil, false, &InputError{Field: "payload.channel", Message: "channel and contact are required"}
 	}
+	if p.Queue != nil {
+		if err := e.checkQueueSettings(p.Queue, "payload.queue."); err != nil {
+			return nil, false, err
+		}
+	}
 	if p.ThreadID == "" {
 		p.ThreadID = p.Channel + ":" + p.Contact
 	}
@@ -98,35 +103,12 @@ func (e *Engine) UpsertThread(ctx context.Context, db dbsqlc.DBTX, p ThreadUpser
 		return nil, false, fmt.Errorf("upserting thread: %w", err)
 	}
 	if p.Queue != nil {
-		if err := validateQueueSettings(p.Queue); err != nil {
-			return nil, false, err
-		}
 		if err := e.q.ThreadSetQueueSettings(ctx, db, &dbsqlc.ThreadSetQueueSettingsParams{ID: row.ID, QueueSettings: mustJSON(p.Queue)}); err != nil {
 			return nil, false, fmt.Errorf("storing queue settings: %w", err)
 		}
 	}
 	t, err := e.GetThread(ctx, db, p.TenantID, row.ThreadID)
 	return t, created, err
-}
-
-func validateQueueSettings(q *QueueSettings) error {
-	switch q.Mode {
-	case "", "steer", "followup", "collect", "steer-backlog", "steer+backlog", "interrupt", "queue":
-	default:
-		return &InputError{Field: "payload.queue.mode", Message: fmt.Sprintf("unknown queue mode %q", q.Mode)}
-	}
-	switch q.Drop {
-	case "", "old", "new", "summarize":
-	default:
-		return &InputError{Field: "payload.queue.drop", Message: fmt.Sprintf("unknown drop policy %q", q.Drop)}
-	}
-	if q.Cap != nil && *q.Cap < 1 {
-		return &InputError{Field: "payload.queue.cap", Message: "must be at least 1"}
-	}
-	if q.DebounceMS != nil && *q.DebounceMS < 0 {
-		return &InputError{Field: "payload.queue.debounce_ms", Message: "must not be negative"}
-	}
-	return nil
 }
 
 // GetThread returns a thread of the tenant with its lock state, queued

@@ -43,7 +43,11 @@ func (s *Server) listDefinitions(ctx context.Context, r *request, db dbsqlc.DBTX
 }
 
 func (s *Server) getDefinition(ctx context.Context, r *request, db dbsqlc.DBTX) (int, any, error) {
-	def, err := s.engine.GetDefinition(ctx, db, r.principal.tenantID, r.PathValue("workflow_id"), r.URL.Query().Get("version"))
+	version := r.URL.Query().Get("version")
+	if err := s.checkIDs("workflow", "get", idField{"version", version}); err != nil {
+		return 0, nil, err
+	}
+	def, err := s.engine.GetDefinition(ctx, db, r.principal.tenantID, r.PathValue("workflow_id"), version)
 	if err != nil {
 		return 0, nil, err
 	}

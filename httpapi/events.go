@@ -25,6 +25,13 @@ func (s *Server) publishEvent(ctx context.Context, r *request, db dbsqlc.DBTX) (
 	if err := decodePayload(r.envelope, &p, "event", "publish"); err != nil {
 		return 0, nil, err
 	}
+	dataChannel, _ := p.Data["channel"].(string)
+	dataEventID, _ := p.Data["event_id"].(string)
+	if err := s.checkIDs("event", "publish", idField{"payload.event_type", p.EventType}, idField{"payload.event_id", p.EventID},
+		idField{"payload.execution_id", p.ExecutionID}, idField{"payload.thread_id", p.ThreadID},
+		idField{"payload.data.channel", dataChannel}, idField{"payload.data.event_id", dataEventID}); err != nil {
+		return 0, nil, err
+	}
 	tx, ok := db.(pgx.Tx)
 	if !ok {
 		return 0, nil, fmt.Errorf("publishing an event needs a transaction")
@@ -33,6 +40,10 @@ func (s *Server) publishEvent(ctx context.Context, r *request, db dbsqlc.DBTX) (
 		TenantID: r.principal.tenantID, EventType: p.EventType, EventID: p.EventID,
 		ExecutionID: p.ExecutionID, ThreadID: p.ThreadID, Data: p.Data,
 	})
+	// A MESSAGE_RECEIVED's text went to the inbound router, whose problems
+	// (a refused /queue command, a run whose input would be too large)
+	// name payload.text.
+	renameField(err, "payload.data.text", "payload.text", "payload.input")
 	if err != nil {
 		return 0, nil, err
 	}
@@ -48,6 +59,9 @@ type inputPayload struct {
 func (s *Server) provideInput(ctx context.Context, r *request, db dbsqlc.DBTX) (int, any, error) {
 	var p inputPayload
 	if err := decodePayload(r.envelope, &p, "workflow", "input"); err != nil {
+		return 0, nil, err
+	}
+	if err := s.checkIDs("workflow", "input", idField{"payload.node_id", p.NodeID}); err != nil {
 		return 0, nil, err
 	}
 	if p.InputData == nil {

@@ -49,10 +49,19 @@ func (s *Server) execute(ctx context.Context, r *request, db dbsqlc.DBTX) (int, 
 			return 0, nil, newAPIError(http.StatusBadRequest, "workflow.execute.invalid_request", "execution_options.callback_url must be an http(s) URL").with("field", "payload.execution_options.callback_url")
 		}
 	}
-	threadID := p.ThreadID
+	threadID, threadField := p.ThreadID, "payload.thread_id"
 	if threadID == "" {
 		if conv, ok := r.envelope.Metadata["conversation_id"].(string); ok {
-			threadID = conv
+			threadID, threadField = conv, "metadata.conversation_id"
+		}
+	}
+	if err := s.checkIDs("workflow", "execute", idField{"payload.workflow_id", p.WorkflowID}, idField{"payload.version", p.Version},
+		idField{"payload.execution_id", p.ExecutionID}, idField{threadField, threadID}, idField{"payload.lane", p.Lane}); err != nil {
+		return 0, nil, err
+	}
+	if p.ExecutionOptions.WaitForCompletion {
+		if _, err := s.waitTimeout(r); err != nil {
+			return 0, nil, err
 		}
 	}
 	priority := 5
@@ -88,9 +97,9 @@ func (s *Server) waitForCompletion(ctx context.Context, r *request, status int, 
 	if !p.ExecutionOptions.WaitForCompletion {
 		return status, data, nil
 	}
-	timeout := defaultWaitTimeout
-	if ms, ok := r.envelope.Metadata["timeout_ms"].(float64); ok && ms > 0 {
-		timeout = time.Duration(ms) * time.Millisecond
+	timeout, err := s.waitTimeout(r)
+	if err != nil {
+		return 0, nil, err // checked before the execution started
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -129,6 +138,10 @@ func (s *Server) listExecutions(ctx context.Context, r *request, db dbsqlc.DBTX)
 		return 0, nil, err
 	}
 	q := r.URL.Query()
+	if err := s.checkIDs("workflow", "list_executions", idField{"status", q.Get("status")}, idField{"workflow_id", q.Get("workflow_id")},
+		idField{"thread_id", q.Get("thread_id")}, idField{"parent_execution_id", q.Get("parent_execution_id")}); err != nil {
+		return 0, nil, err
+	}
 	xs, err := s.engine.ListExecutions(ctx, db, r.principal.tenantID, engine.ExecutionFilter{
 		Status: q.Get("status"), WorkflowID: q.Get("workflow_id"), ThreadID: q.Get("thread_id"),
 		ParentExecutionID: q.Get("parent_execution_id"), BeforeID: before, Limit: limit + 1,
@@ -182,6 +195,9 @@ func (s *Server) cancelExecution(ctx context.Context, r *request, db dbsqlc.DBTX
 	if err := decodePayload(r.envelope, &p, "workflow", "cancel"); err != nil {
 		return 0, nil, err
 	}
+	if err := s.checkIDs("workflow", "cancel", idField{"payload.cancelled_by", p.CancelledBy}); err != nil {
+		return 0, nil, err
+	}
 	tx, ok := db.(pgx.Tx)
 	if !ok {
 		return 0, nil, fmt.Errorf("cancel needs a transaction")
@@ -196,6 +212,9 @@ func (s *Server) cancelExecution(ctx context.Context, r *request, db dbsqlc.DBTX
 func (s *Server) restartExecution(ctx context.Context, r *request, db dbsqlc.DBTX) (int, any, error) {
 	var p cancelPayload
 	if err := decodePayload(r.envelope, &p, "workflow", "restart"); err != nil {
+		return 0, nil, err
+	}
+	if err := s.checkIDs("workflow", "restart", idField{"payload.cancelled_by", p.CancelledBy}); err != nil {
 		return 0, nil, err
 	}
 	tx, ok := db.(pgx.Tx)

@@ -24,6 +24,9 @@ func (s *Server) threadInbound(ctx context.Context, r *request, db dbsqlc.DBTX) 
 	if err := decodePayload(r.envelope, &p, "thread", "inbound"); err != nil {
 		return 0, nil, err
 	}
+	if err := s.checkIDs("thread", "inbound", idField{"payload.message_id", p.MessageID}, idField{"payload.channel", p.Channel}); err != nil {
+		return 0, nil, err
+	}
 	tx, ok := db.(pgx.Tx)
 	if !ok {
 		return 0, nil, fmt.Errorf("thread.inbound needs a transaction")
@@ -31,6 +34,8 @@ func (s *Server) threadInbound(ctx context.Context, r *request, db dbsqlc.DBTX) 
 	res, err := s.engine.ReceiveInboundTx(ctx, tx, engine.InboundParams{
 		TenantID: r.principal.tenantID, ThreadID: r.PathValue("thread_id"), Text: p.Text, MessageID: p.MessageID, Channel: p.Channel,
 	})
+	// The input of the run a message starts is its text.
+	renameField(err, "payload.text", "payload.input")
 	if err != nil {
 		return 0, nil, err
 	}

@@ -220,6 +220,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, rc *requestContex
 			w.Header().Set("X-Correlation-ID", rc.correlationID)
 		}
 	}
+	if err := s.checkRequestIDs(w, req, ep.domain, ep.action); err != nil {
+		return 0, nil, err
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), s.timeout)
 	defer cancel()
 	if !ep.tx {

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/batonrun/baton/engine"
+	"github.com/batonrun/baton/engine/workflow"
 	"github.com/batonrun/baton/httpapi"
 	"github.com/batonrun/baton/internal/openapitest"
 	"github.com/batonrun/baton/internal/pgtest"
@@ -38,6 +39,8 @@ type setupOpts struct {
 	tools map[string]engine.ToolFunc
 	// lockTimeout overrides the stale-lock age.
 	lockTimeout time.Duration
+	// limits are the engine's limits; zero fields take the defaults.
+	limits workflow.Limits
 }
 
 var tenantSeq atomic.Int64
@@ -50,7 +53,7 @@ func setup(t *testing.T, opts setupOpts) *testBundle {
 		tools.Register(name, fn)
 	}
 	channel := &engine.MemoryChannel{}
-	eng, err := engine.New(engine.Config{Pool: pool, Tools: tools, Channel: channel, LockTimeout: opts.lockTimeout})
+	eng, err := engine.New(engine.Config{Pool: pool, Tools: tools, Channel: channel, LockTimeout: opts.lockTimeout, Limits: opts.limits})
 	require.NoError(t, err)
 	// Tests with a short lock timeout clear stale locks themselves: the
 	// periodic reaper would race them.

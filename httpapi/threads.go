@@ -63,6 +63,10 @@ func (s *Server) upsertThread(ctx context.Context, r *request, db dbsqlc.DBTX) (
 	if err := decodePayload(r.envelope, &p, "thread", "upsert"); err != nil {
 		return 0, nil, err
 	}
+	if err := s.checkIDs("thread", "upsert", idField{"payload.thread_id", p.ThreadID}, idField{"payload.channel", p.Channel},
+		idField{"payload.contact", p.Contact}, idField{"payload.default_workflow_id", p.DefaultWorkflowID}); err != nil {
+		return 0, nil, err
+	}
 	t, created, err := s.engine.UpsertThread(ctx, db, engine.ThreadUpsert{
 		TenantID: r.principal.tenantID, ThreadID: p.ThreadID, Channel: p.Channel, Contact: p.Contact,
 		DefaultWorkflowID: p.DefaultWorkflowID, Queue: p.Queue,
@@ -106,6 +110,9 @@ func (s *Server) threadMessages(ctx context.Context, r *request, db dbsqlc.DBTX)
 		return 0, nil, err
 	}
 	q := r.URL.Query()
+	if err := s.checkIDs("thread", "messages", idField{"direction", q.Get("direction")}, idField{"status", q.Get("status")}); err != nil {
+		return 0, nil, err
+	}
 	msgs, err := s.engine.ListThreadMessages(ctx, db, r.principal.tenantID, r.PathValue("thread_id"), engine.ThreadMessageFilter{
 		Direction: q.Get("direction"), Status: q.Get("status"), AfterID: after, Limit: limit + 1,
 	})

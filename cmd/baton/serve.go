@@ -164,6 +164,7 @@ func serve(ctx context.Context, c serveConfig) error {
 		LaneLimits:  file.LaneLimits(),
 		Queue: engine.QueueConfig{Mode: file.Messages.Queue.Mode, DebounceMS: file.Messages.Queue.DebounceMS,
 			Cap: file.Messages.Queue.Cap, Drop: file.Messages.Queue.Drop, ByChannel: file.Messages.Queue.ByChannel},
+		Limits: file.Limits,
 	})
 	if err != nil {
 		return err

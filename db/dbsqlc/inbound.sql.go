@@ -13,20 +13,32 @@ import (
 
 const executionAppendHistory = `-- name: ExecutionAppendHistory :exec
 UPDATE agent_execution
-SET conversation_history = conversation_history || $1::jsonb,
-    variables = $2::jsonb,
+SET conversation_history = (
+        SELECT coalesce(jsonb_agg(h.entry ORDER BY h.n), '[]'::jsonb)
+        FROM jsonb_array_elements(conversation_history || $1::jsonb) WITH ORDINALITY AS h (entry, n)
+        WHERE h.n > jsonb_array_length(conversation_history || $1::jsonb) - $2::int
+    ),
+    variables = $3::jsonb,
     updated_at = now()
-WHERE id = $3::bigint
+WHERE id = $4::bigint
 `
 
 type ExecutionAppendHistoryParams struct {
-	Entries   json.RawMessage
-	Variables json.RawMessage
-	ID        int64
+	Entries    json.RawMessage
+	MaxEntries int32
+	Variables  json.RawMessage
+	ID         int64
 }
 
+// Appends to conversation_history and keeps its newest @max_entries
+// entries (limits.historyEntries); older ones are dropped.
 func (q *Queries) ExecutionAppendHistory(ctx context.Context, db DBTX, arg *ExecutionAppendHistoryParams) error {
-	_, err := db.Exec(ctx, executionAppendHistory, arg.Entries, arg.Variables, arg.ID)
+	_, err := db.Exec(ctx, executionAppendHistory,
+		arg.Entries,
+		arg.MaxEntries,
+		arg.Variables,
+		arg.ID,
+	)
 	return err
 }
 

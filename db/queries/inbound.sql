@@ -70,8 +70,14 @@ WHERE tenant_id = @tenant_id::text AND session_key = @session_key::text AND stat
 ORDER BY id LIMIT 1;
 
 -- name: ExecutionAppendHistory :exec
+-- Appends to conversation_history and keeps its newest @max_entries
+-- entries (limits.historyEntries); older ones are dropped.
 UPDATE agent_execution
-SET conversation_history = conversation_history || @entries::jsonb,
+SET conversation_history = (
+        SELECT coalesce(jsonb_agg(h.entry ORDER BY h.n), '[]'::jsonb)
+        FROM jsonb_array_elements(conversation_history || @entries::jsonb) WITH ORDINALITY AS h (entry, n)
+        WHERE h.n > jsonb_array_length(conversation_history || @entries::jsonb) - @max_entries::int
+    ),
     variables = @variables::jsonb,
     updated_at = now()
 WHERE id = @id::bigint;
