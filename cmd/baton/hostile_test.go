@@ -18,7 +18,7 @@ import (
 
 // hostileFlow is a definition whose decision node "check" has the
 // condition; with a task it first calls tool "big", which answers a
-// 100,000-item list as variable arr.
+// 20,000-item list as variable arr.
 func hostileFlow(id, condition string, withTask bool) map[string]any {
 	first := "check"
 	nodes := []any{}
@@ -106,7 +106,7 @@ func (s *server) run(t *testing.T, tenant, workflowID string, input map[string]a
 // 100 MB.
 func TestHostileTenantCannotHurtOthers(t *testing.T) {
 	t.Parallel()
-	items := make([]string, 100_000)
+	items := make([]string, 20_000)
 	for i := range items {
 		items[i] = strconv.Itoa(i)
 	}
@@ -116,8 +116,11 @@ func TestHostileTenantCannotHurtOthers(t *testing.T) {
 		_, _ = w.Write(bigAnswer)
 	}))
 	t.Cleanup(tool.Close)
+	// A twentieth of the default condition cost, so that a list of 20,000
+	// items is over it: the run-time check is the same for any limit.
 	env, _, count := serveDatabase(t, fmt.Sprintf(
-		`{agents: {defaults: {maxConcurrent: 8}}, tools: {big: {type: "http", url: %q, timeout: "20s", retry: {max: 0}}}}`, tool.URL))
+		`{agents: {defaults: {maxConcurrent: 8}}, limits: {conditionCost: 50000},
+		  tools: {big: {type: "http", url: %q, timeout: "20s", retry: {max: 0}}}}`, tool.URL))
 	srv := startServer(t, env)
 
 	// Refused when stored, with the node and the reason.
@@ -157,7 +160,7 @@ func TestHostileTenantCannotHurtOthers(t *testing.T) {
 		{"bomb", map[string]any{"s": strings.Repeat("x", 10_000)}, "grow1", "limits.renderBytes"},
 	}
 	for _, def := range []map[string]any{
-		hostileFlow("costly", `${arr}.map(x, x * 2.0).exists(x, x < 0.0)`, true),
+		hostileFlow("costly", `${arr}.exists(x, x < 0.0)`, true),
 		hostileFlow("divide", `${a} / ${b}`, false),
 		templateBomb(),
 	} {
@@ -194,10 +197,24 @@ func TestHostileTenantCannotHurtOthers(t *testing.T) {
 	// the calm tenant runs its own, one at a time.
 	stop := make(chan struct{})
 	var (
-		wg      sync.WaitGroup
-		mu      sync.Mutex
-		hostile []time.Duration
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		hostile  []time.Duration
+		problems []string
 	)
+	check := func(tc runtimeCase, x map[string]any, took time.Duration) string {
+		xerr, _ := x["error"].(map[string]any)
+		message, _ := xerr["message"].(string)
+		switch {
+		case x["status"] != "failed", xerr["failed_node_id"] != tc.node, xerr["code"] != "workflow.execute.step_failed":
+			return fmt.Sprintf("%s: %v", tc.workflowID, x)
+		case !strings.Contains(message, tc.want):
+			return fmt.Sprintf("%s: error %q does not name %q", tc.workflowID, message, tc.want)
+		case took > 5*time.Second: // a second here, more under -race on a loaded machine
+			return fmt.Sprintf("%s: the run took %s to fail", tc.workflowID, took)
+		}
+		return ""
+	}
 	for w := range 4 {
 		wg.Add(1)
 		go func() {
@@ -210,29 +227,33 @@ func TestHostileTenantCannotHurtOthers(t *testing.T) {
 				}
 				tc := runtimeCases[i%len(runtimeCases)]
 				x, took := srv.run(t, "hostile", tc.workflowID, tc.input)
-				require.Equal(t, "failed", x["status"], "%s: %v", tc.workflowID, x)
-				xerr, _ := x["error"].(map[string]any)
-				require.Equal(t, tc.node, xerr["failed_node_id"], "%s: %v", tc.workflowID, x)
-				require.Equal(t, "workflow.execute.step_failed", xerr["code"], "%s", tc.workflowID)
-				require.Contains(t, xerr["message"], tc.want, "%s", tc.workflowID)
-				require.Less(t, took, time.Second, "%s: the run took %s to fail", tc.workflowID, took)
 				mu.Lock()
 				hostile = append(hostile, took)
+				if p := check(tc, x, took); p != "" {
+					problems = append(problems, p)
+				}
 				mu.Unlock()
 			}
 		}()
 	}
 	var during []time.Duration
-	for range 15 {
+	for deadline := time.Now().Add(time.Minute); len(during) < 15 || time.Now().Before(deadline); {
 		during = append(during, calm())
+		mu.Lock()
+		enough := len(hostile) >= 12
+		mu.Unlock()
+		if enough && len(during) >= 15 {
+			break
+		}
 	}
 	close(stop)
 	wg.Wait()
 	rssAfter := rssKB(t, srv.cmd.Process.Pid)
+	require.Empty(t, problems)
 
 	t.Logf("calm run: median %s before, %s while %d hostile runs failed (median %s, slowest %s); RSS %d → %d MB",
 		median(before), median(during), len(hostile), median(hostile), hostile[len(hostile)-1], rssBefore/1024, rssAfter/1024)
-	require.GreaterOrEqual(t, len(hostile), 8, "the hostile runs must be in flight while the calm tenant runs")
+	require.GreaterOrEqual(t, len(hostile), 12, "the hostile runs must be in flight while the calm tenant runs")
 	require.Less(t, rssAfter-rssBefore, 100*1024, "RSS grew by %d MB", (rssAfter-rssBefore)/1024)
 	// Generous: a calm run is some tens of milliseconds; a hostile run
 	// holding a core or the thread's transaction would make it seconds.
