@@ -90,7 +90,9 @@ func (x *Execution) Percentage() float64 {
 	return float64(int(float64(x.StepsCompleted)*10000/float64(x.TotalSteps))) / 100
 }
 
-func executionFromRow(r *dbsqlc.AgentExecution, threadKey string, parentKey, restartedKey *string) *Execution {
+// executionFromRow is the execution a row holds; a row whose variables do
+// not decode is an error, never an execution without them.
+func executionFromRow(r *dbsqlc.AgentExecution, threadKey string, parentKey, restartedKey *string) (*Execution, error) {
 	x := &Execution{
 		ID: r.ID, TenantID: r.TenantID, ExecutionID: r.ExecutionID, WorkflowID: r.WorkflowID,
 		Version: r.Version, Status: r.Status, Lane: r.Lane, ThreadID: threadKey,
@@ -104,12 +106,15 @@ func executionFromRow(r *dbsqlc.AgentExecution, threadKey string, parentKey, res
 		CancelledBy: r.CancelledBy, CancelReason: r.CancelReason, CorrelationID: r.CorrelationID,
 		CreatedAt: r.CreatedAt, StartedAt: r.StartedAt, UpdatedAt: r.UpdatedAt, CompletedAt: r.CompletedAt,
 	}
-	x.Variables = map[string]any{}
-	_ = json.Unmarshal(r.Variables, &x.Variables)
+	vars, err := decodeVariables(r.Variables)
+	if err != nil {
+		return nil, fmt.Errorf("execution %s: %w", r.ExecutionID, err)
+	}
+	x.Variables = vars
 	if x.NodePath == nil {
 		x.NodePath = []string{}
 	}
-	return x
+	return x, nil
 }
 
 // decodeVariables decodes an execution's variables document, which must be

@@ -205,7 +205,7 @@ func (e *Engine) StartExecution(ctx context.Context, tx pgx.Tx, p StartParams) (
 		if err := events.write(ctx, e.q, tx); err != nil {
 			return nil, err
 		}
-		return executionFromRow(row, threadKey, nil, nil), nil
+		return executionFromRow(row, threadKey, nil, nil)
 	}
 	// Admitted at once: the first step runs in the start transaction, up to
 	// the first wait, tool call or end, and enqueues the next step itself if
@@ -225,7 +225,7 @@ func (e *Engine) StartExecution(ctx context.Context, tx pgx.Tx, p StartParams) (
 	}
 	run.events.after.report(e.metrics) // the caller commits tx
 	if run.last != nil {
-		return executionFromRow(run.last, threadKey, nil, nil), nil
+		return executionFromRow(run.last, threadKey, nil, nil)
 	}
 	if err := run.save(ctx); err != nil {
 		return nil, err
@@ -234,7 +234,7 @@ func (e *Engine) StartExecution(ctx context.Context, tx pgx.Tx, p StartParams) (
 	if err != nil {
 		return nil, fmt.Errorf("reading started execution: %w", err)
 	}
-	return executionFromRow(row, threadKey, nil, nil), nil
+	return executionFromRow(row, threadKey, nil, nil)
 }
 
 // GetExecution returns an execution of the tenant by its external id.
@@ -243,7 +243,7 @@ func (e *Engine) GetExecution(ctx context.Context, db dbsqlc.DBTX, tenantID, exe
 	if err != nil {
 		return nil, notFound(err)
 	}
-	return executionFromRow(&r.AgentExecution, r.ThreadKey, r.ParentKey, r.RestartedFromKey), nil
+	return executionFromRow(&r.AgentExecution, r.ThreadKey, r.ParentKey, r.RestartedFromKey)
 }
 
 // ExecutionFilter narrows ListExecutions; empty fields do not filter.
@@ -285,7 +285,11 @@ func (e *Engine) ListExecutions(ctx context.Context, db dbsqlc.DBTX, tenantID st
 	}
 	out := make([]*Execution, 0, len(rows))
 	for _, r := range rows {
-		out = append(out, executionFromRow(&r.AgentExecution, r.ThreadKey, r.ParentKey, r.RestartedFromKey))
+		x, err := executionFromRow(&r.AgentExecution, r.ThreadKey, r.ParentKey, r.RestartedFromKey)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, x)
 	}
 	return out, nil
 }
@@ -360,22 +364,8 @@ func (e *Engine) Fail(ctx context.Context, executionID, stepSeq int64, code, mes
 		if err != nil {
 			return notFound(err)
 		}
-		if _, err := e.lockThread(ctx, tx, cur.ThreadID); err != nil {
-			return err
-		}
-		var seq *int64
-		if stepSeq > 0 {
-			seq = &stepSeq
-		}
-		row, err := e.q.ExecutionFail(ctx, tx, &dbsqlc.ExecutionFailParams{ID: executionID, ErrorCode: code, ErrorMessage: message, StepSeq: seq})
-		if err != nil {
-			if errors.Is(err, pgx.ErrNoRows) {
-				return e.lostTransition(ctx, tx, executionID, "fail")
-			}
-			return fmt.Errorf("failing execution: %w", err)
-		}
-		events = &eventLog{tenantID: row.TenantID, executionID: row.ID}
-		return e.finalize(ctx, tx, row, events, finish{freed: true})
+		events, err = e.failTx(ctx, tx, cur, stepSeq, code, message)
+		return err
 	})
 	if err == nil {
 		events.after.report(e.metrics)
