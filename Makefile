@@ -28,3 +28,19 @@ build:
 bench:
 	go test -run '^$$' -bench 'ResumeLatency|TimeoutLateness|HotThread|InboundReply|AdmissionWhenSlotFrees' -benchtime 100x -timeout 30m ./engine/
 	go test -run '^$$' -bench 'ManyThreads' -benchtime 1x -timeout 30m ./engine/
+
+# Fuzz targets for untrusted input (issue "Untrusted workflows"): definitions,
+# conditions, templates, /queue commands, request envelopes. Each runs for
+# FUZZTIME, one target per `go test` (as -fuzz requires); FUZZFLAGS adds
+# flags such as -parallel=1. A crasher is written to the package's
+# testdata/fuzz/<target>/ and from then on fails `make test`.
+# `make test` already runs the seed corpora as ordinary tests.
+.PHONY: fuzz
+FUZZTIME ?= 30s
+FUZZFLAGS ?=
+fuzz:
+	go test -run '^$$' -fuzz '^FuzzDefinition$$' -fuzztime $(FUZZTIME) $(FUZZFLAGS) ./engine/workflow
+	go test -run '^$$' -fuzz '^FuzzCondition$$' -fuzztime $(FUZZTIME) $(FUZZFLAGS) ./engine/workflow
+	go test -run '^$$' -fuzz '^FuzzTemplate$$' -fuzztime $(FUZZTIME) $(FUZZFLAGS) ./engine/workflow
+	go test -run '^$$' -fuzz '^FuzzQueueCommand$$' -fuzztime $(FUZZTIME) $(FUZZFLAGS) ./engine
+	go test -run '^$$' -fuzz '^FuzzEnvelope$$' -fuzztime $(FUZZTIME) $(FUZZFLAGS) ./httpapi
