@@ -81,13 +81,12 @@ func TestValidationRules(t *testing.T) {
 	require.Equal(t, 0, n, "an invalid definition was stored")
 }
 
-// The seeds' stories in ../shared/examples validate and store.
-func TestSharedExamplesValidate(t *testing.T) {
+// The seeds' stories in docs/examples validate and store.
+func TestExamplesValidate(t *testing.T) {
 	t.Parallel()
-	files, _ := filepath.Glob("../../shared/examples/*.json")
-	if len(files) == 0 {
-		t.Skip("../../shared/examples is not beside this checkout")
-	}
+	files, err := filepath.Glob("../docs/examples/*.json")
+	require.NoError(t, err)
+	require.NotEmpty(t, files)
 	b := setup(t, setupOpts{tools: map[string]engine.ToolFunc{
 		"document_processor": func(context.Context, engine.ToolCall) (map[string]any, error) { return nil, nil },
 	}})
