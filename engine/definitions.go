@@ -118,24 +118,24 @@ func (e *Engine) ListDefinitions(ctx context.Context, db dbsqlc.DBTX, tenantID, 
 	return out, nil
 }
 
-// definitionByID returns a stored definition by row id, from the cache when
-// it has been read before.
+// definitionByKey returns a version of a tenant's workflow, from the cache
+// when it is there.
 func (e *Engine) definitionByKey(ctx context.Context, db dbsqlc.DBTX, tenantID, workflowID, version string) (*workflow.Definition, error) {
-	key := tenantID + "\x00" + workflowID + "\x00" + version
-	if d, ok := e.definitions.Load(key); ok {
-		return d.(*workflow.Definition), nil
+	if d, ok := e.definitions.byVersion(tenantID, workflowID, version); ok {
+		return d.Definition, nil
 	}
 	stored, err := e.GetDefinition(ctx, db, tenantID, workflowID, version)
 	if err != nil {
 		return nil, fmt.Errorf("loading definition %s@%s: %w", workflowID, version, err)
 	}
-	e.definitions.Store(key, stored.Definition)
 	return stored.Definition, nil
 }
 
+// storedDefinition parses a stored definition's row, or takes it from the
+// cache, and keeps it there.
 func (e *Engine) storedDefinition(row *dbsqlc.WorkflowDefinition) (*StoredDefinition, error) {
-	if d, ok := e.parsed.Load(row.ID); ok {
-		return d.(*StoredDefinition), nil
+	if d, ok := e.definitions.byRowID(row.ID); ok {
+		return d, nil
 	}
 	def, err := workflow.ParseDefinition(row.Definition)
 	if err != nil {
@@ -146,7 +146,7 @@ func (e *Engine) storedDefinition(row *dbsqlc.WorkflowDefinition) (*StoredDefini
 	_ = def.Validate(e.tools, e.cfg.Limits)
 	def.Index()
 	stored := &StoredDefinition{Definition: def, ID: row.ID, TenantID: row.TenantID, Raw: row.Definition, CreatedAt: row.CreatedAt}
-	e.parsed.Store(row.ID, stored)
+	e.definitions.add(stored)
 	return stored, nil
 }
 

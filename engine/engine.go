@@ -132,11 +132,9 @@ type Engine struct {
 	metrics Metrics
 	cfg     Config
 
-	// definitions caches parsed definitions by tenant, workflow and
-	// version, and parsed by row id; stored definitions are immutable, so a
-	// cached one never goes stale.
-	definitions sync.Map
-	parsed      sync.Map
+	// definitions keeps parsed stored definitions, within
+	// definitionCacheBytes.
+	definitions *definitionCache
 	// lanesKnown remembers lane rows that exist (they are never deleted).
 	lanesKnown sync.Map
 }
@@ -192,6 +190,8 @@ func New(cfg Config) (*Engine, error) {
 		channel: cfg.Channel,
 		metrics: cfg.Metrics,
 		cfg:     cfg,
+
+		definitions: newDefinitionCache(definitionCacheBytes),
 	}, nil
 }
 
