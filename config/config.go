@@ -355,22 +355,8 @@ func (c *Config) validateLimits() []string {
 	var problems []string
 	add := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
 	l := c.Limits
-	for _, f := range []struct {
-		name string
-		v    int64
-	}{
-		{"definitionBytes", int64(l.DefinitionBytes)}, {"nodes", int64(l.Nodes)}, {"idBytes", int64(l.IDBytes)},
-		{"conditionBytes", int64(l.ConditionBytes)}, {"conditionBytesTotal", int64(l.ConditionBytesTotal)},
-		{"variablesBytes", int64(l.VariablesBytes)},
-		{"renderBytes", int64(l.RenderBytes)}, {"historyEntries", int64(l.HistoryEntries)},
-		{"queueCap", int64(l.QueueCap)}, {"debounceMs", int64(l.DebounceMS)}, {"waitTimeoutMs", l.WaitTimeoutMS},
-	} {
-		if f.v < 0 {
-			add("limits.%s must not be negative", f.name)
-		}
-	}
-	if err := l.Check(); err != nil && len(problems) == 0 {
-		add("%v", err) // a limit added to workflow.Limits but not above
+	if err := l.Check(); err != nil {
+		add("%v", err)
 	}
 	if l.IDBytes > maxIDBytes {
 		add("limits.idBytes must be at most %d", maxIDBytes)

@@ -35,6 +35,15 @@ func (r *stepRun) triggerAgent(ctx context.Context, node *workflow.Node, payload
 	if input == nil {
 		input = map[string]any{}
 	}
+	maxDepth := r.e.cfg.Limits.ChildDepth
+	depth, err := r.e.q.ExecutionDepth(ctx, r.tx, &dbsqlc.ExecutionDepthParams{ID: r.row.ID, Max: int32(maxDepth)})
+	if err != nil {
+		return nil, false, fmt.Errorf("counting the ancestors of execution %s: %w", r.row.ExecutionID, err)
+	}
+	if int(depth)+1 > maxDepth {
+		return &stepFailure{code: CodeStepFailed, nodeID: node.ID, message: fmt.Sprintf(
+			"trigger_agent: the child would be nested %d deep, over the limit of %d (limits.childDepth)", depth+1, maxDepth)}, false, nil
+	}
 	child, err := r.e.StartExecution(ctx, r.tx, StartParams{
 		TenantID: r.row.TenantID, WorkflowID: workflowID, Version: version, ThreadID: r.thread.ThreadID,
 		Lane: lane, Input: input, CorrelationID: r.row.CorrelationID, Priority: int(r.row.Priority),

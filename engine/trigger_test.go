@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/batonrun/baton/engine"
+	"github.com/batonrun/baton/engine/workflow"
 )
 
 func (b *testBundle) defineFile(t *testing.T, path string) {
@@ -304,4 +305,34 @@ func TestConcurrentThreadUpserts(t *testing.T) {
 	var conflict *engine.ConflictError
 	require.ErrorAs(t, err, &conflict)
 	require.Equal(t, "thread.upsert.thread_id_in_use", conflict.Code)
+}
+
+// A workflow that triggers itself (without waiting, so nothing holds it
+// back) stops at limits.childDepth: the execution that would start the
+// eleventh generation fails its trigger node instead.
+func TestSelfTriggeringWorkflowStopsAtTheDepthLimit(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	b.define(t, `{"workflow_id": "again", "version": "1", "nodes": [
+	  {"id": "start", "type": "start", "next": "spawn"},
+	  {"id": "spawn", "type": "action", "actionType": "trigger_agent", "parameters": {"workflow_id": "again", "waitForCompletion": false}, "next": "end"},
+	  {"id": "end", "type": "end"}]}`)
+	x := b.start(t, engine.StartParams{WorkflowID: "again"})
+	depth := workflow.DefaultLimits().ChildDepth
+	var failed struct {
+		message string
+		node    string
+	}
+	require.Eventually(t, func() bool {
+		return b.pool.QueryRow(context.Background(), `SELECT error_message, failed_node_id FROM agent_execution
+		  WHERE workflow_id = 'again' AND status = 'failed'`).Scan(&failed.message, &failed.node) == nil
+	}, 20*time.Second, 20*time.Millisecond)
+	require.Equal(t, "spawn", failed.node)
+	require.Contains(t, failed.message, "limits.childDepth")
+	b.waitFor(t, x.ExecutionID, terminal)
+	require.Eventually(t, func() bool {
+		return countRows(t, b.pool, `SELECT count(*) FROM agent_execution WHERE status NOT IN ('completed', 'failed')`) == 0
+	}, 20*time.Second, 20*time.Millisecond)
+	require.Equal(t, depth+1, countRows(t, b.pool, `SELECT count(*) FROM agent_execution WHERE workflow_id = 'again'`))
+	require.Equal(t, depth, countRows(t, b.pool, `SELECT count(*) FROM agent_execution WHERE workflow_id = 'again' AND status = 'completed'`))
 }

@@ -232,6 +232,35 @@ func (q *Queries) ExecutionCheckpoint(ctx context.Context, db DBTX, arg *Executi
 	return &i, err
 }
 
+const executionDepth = `-- name: ExecutionDepth :one
+WITH RECURSIVE chain (parent_execution_id, depth) AS (
+    SELECT e.parent_execution_id, 0
+    FROM agent_execution e
+    WHERE e.id = $1::bigint
+    UNION ALL
+    SELECT a.parent_execution_id, c.depth + 1
+    FROM chain c
+    JOIN agent_execution a ON a.id = c.parent_execution_id
+    WHERE c.depth < $2::integer
+)
+SELECT max(depth)::integer AS depth FROM chain
+`
+
+type ExecutionDepthParams struct {
+	ID  int64
+	Max int32
+}
+
+// How many ancestors an execution has (0 for one started by the API),
+// counted up its parent chain, and no further than @max: the depth a child
+// it triggers would have, less one.
+func (q *Queries) ExecutionDepth(ctx context.Context, db DBTX, arg *ExecutionDepthParams) (int32, error) {
+	row := db.QueryRow(ctx, executionDepth, arg.ID, arg.Max)
+	var depth int32
+	err := row.Scan(&depth)
+	return depth, err
+}
+
 const executionFail = `-- name: ExecutionFail :one
 UPDATE agent_execution
 SET status = 'failed',

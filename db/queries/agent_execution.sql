@@ -294,3 +294,19 @@ WHERE id = @id::bigint
   AND status = 'running'
   AND step_seq = @step_seq::bigint
 RETURNING *;
+
+-- name: ExecutionDepth :one
+-- How many ancestors an execution has (0 for one started by the API),
+-- counted up its parent chain, and no further than @max: the depth a child
+-- it triggers would have, less one.
+WITH RECURSIVE chain (parent_execution_id, depth) AS (
+    SELECT e.parent_execution_id, 0
+    FROM agent_execution e
+    WHERE e.id = @id::bigint
+    UNION ALL
+    SELECT a.parent_execution_id, c.depth + 1
+    FROM chain c
+    JOIN agent_execution a ON a.id = c.parent_execution_id
+    WHERE c.depth < @max::integer
+)
+SELECT max(depth)::integer AS depth FROM chain;

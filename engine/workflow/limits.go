@@ -1,6 +1,9 @@
 package workflow
 
-import "fmt"
+import (
+	"errors"
+	"fmt"
+)
 
 // Limits bound everything a tenant controls in a definition and in the runs
 // of it: what is refused when a definition is stored or an execution
@@ -45,6 +48,10 @@ type Limits struct {
 	// DebounceMS is the longest debounce a session's queue may ask for, in
 	// milliseconds. Default 3,600,000 (one hour).
 	DebounceMS int `json:"debounceMs"`
+	// ChildDepth is how deeply executions may nest through trigger_agent:
+	// a run that would start a child deeper than this fails its node
+	// instead, so a workflow that triggers itself ends. Default 10.
+	ChildDepth int `json:"childDepth"`
 	// WaitTimeoutMS is the longest metadata.timeout_ms an execute request
 	// may hold the request for with wait_for_completion. Default 120,000.
 	WaitTimeoutMS int64 `json:"waitTimeoutMs"`
@@ -105,25 +112,33 @@ func (l Limits) WithDefaults() Limits {
 	if l.DebounceMS == 0 {
 		l.DebounceMS = d.DebounceMS
 	}
+	if l.ChildDepth == 0 {
+		l.ChildDepth = d.ChildDepth
+	}
 	if l.WaitTimeoutMS == 0 {
 		l.WaitTimeoutMS = d.WaitTimeoutMS
 	}
 	return l
 }
 
-// Check reports the first negative limit, naming its config field.
+// Check reports every negative limit, naming its config field.
 func (l Limits) Check() error {
-	for name, v := range map[string]int64{
-		"definitionBytes": int64(l.DefinitionBytes), "nodes": int64(l.Nodes), "idBytes": int64(l.IDBytes),
-		"conditionBytes": int64(l.ConditionBytes), "conditionBytesTotal": int64(l.ConditionBytesTotal), "variablesBytes": int64(l.VariablesBytes),
-		"renderBytes": int64(l.RenderBytes), "historyEntries": int64(l.HistoryEntries),
-		"queueCap": int64(l.QueueCap), "debounceMs": int64(l.DebounceMS), "waitTimeoutMs": l.WaitTimeoutMS,
+	var errs []error
+	for _, f := range []struct {
+		name string
+		v    int64
+	}{
+		{"definitionBytes", int64(l.DefinitionBytes)}, {"nodes", int64(l.Nodes)}, {"idBytes", int64(l.IDBytes)},
+		{"conditionBytes", int64(l.ConditionBytes)}, {"conditionBytesTotal", int64(l.ConditionBytesTotal)},
+		{"variablesBytes", int64(l.VariablesBytes)}, {"renderBytes", int64(l.RenderBytes)},
+		{"historyEntries", int64(l.HistoryEntries)}, {"queueCap", int64(l.QueueCap)}, {"debounceMs", int64(l.DebounceMS)},
+		{"childDepth", int64(l.ChildDepth)}, {"waitTimeoutMs", l.WaitTimeoutMS},
 	} {
-		if v < 0 {
-			return fmt.Errorf("limits.%s must not be negative", name)
+		if f.v < 0 {
+			errs = append(errs, fmt.Errorf("limits.%s must not be negative", f.name))
 		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // LimitError says a value a tenant controls is over one of its Limits.
