@@ -90,9 +90,10 @@ func (x *Execution) Percentage() float64 {
 	return float64(int(float64(x.StepsCompleted)*10000/float64(x.TotalSteps))) / 100
 }
 
-// executionFromRow is the execution a row holds; a row whose variables do
-// not decode is an error, never an execution without them.
-func executionFromRow(r *dbsqlc.AgentExecution, threadKey string, parentKey, restartedKey *string) (*Execution, error) {
+// executionFromRow is the execution a row holds. Variables that do not
+// decode read as nil: the execution stays visible, and its next step fails
+// it for them (the row itself is never rewritten to hide them).
+func executionFromRow(r *dbsqlc.AgentExecution, threadKey string, parentKey, restartedKey *string) *Execution {
 	x := &Execution{
 		ID: r.ID, TenantID: r.TenantID, ExecutionID: r.ExecutionID, WorkflowID: r.WorkflowID,
 		Version: r.Version, Status: r.Status, Lane: r.Lane, ThreadID: threadKey,
@@ -106,15 +107,13 @@ func executionFromRow(r *dbsqlc.AgentExecution, threadKey string, parentKey, res
 		CancelledBy: r.CancelledBy, CancelReason: r.CancelReason, CorrelationID: r.CorrelationID,
 		CreatedAt: r.CreatedAt, StartedAt: r.StartedAt, UpdatedAt: r.UpdatedAt, CompletedAt: r.CompletedAt,
 	}
-	vars, err := decodeVariables(r.Variables)
-	if err != nil {
-		return nil, fmt.Errorf("execution %s: %w", r.ExecutionID, err)
+	if vars, err := decodeVariables(r.Variables); err == nil {
+		x.Variables = vars
 	}
-	x.Variables = vars
 	if x.NodePath == nil {
 		x.NodePath = []string{}
 	}
-	return x, nil
+	return x
 }
 
 // decodeVariables decodes an execution's variables document, which must be

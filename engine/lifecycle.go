@@ -205,7 +205,7 @@ func (e *Engine) StartExecution(ctx context.Context, tx pgx.Tx, p StartParams) (
 		if err := events.write(ctx, e.q, tx); err != nil {
 			return nil, err
 		}
-		return executionFromRow(row, threadKey, nil, nil)
+		return executionFromRow(row, threadKey, nil, nil), nil
 	}
 	// Admitted at once: the first step runs in the start transaction, up to
 	// the first wait, tool call or end, and enqueues the next step itself if
@@ -225,7 +225,7 @@ func (e *Engine) StartExecution(ctx context.Context, tx pgx.Tx, p StartParams) (
 	}
 	run.events.after.report(e.metrics) // the caller commits tx
 	if run.last != nil {
-		return executionFromRow(run.last, threadKey, nil, nil)
+		return executionFromRow(run.last, threadKey, nil, nil), nil
 	}
 	if err := run.save(ctx); err != nil {
 		return nil, err
@@ -234,7 +234,7 @@ func (e *Engine) StartExecution(ctx context.Context, tx pgx.Tx, p StartParams) (
 	if err != nil {
 		return nil, fmt.Errorf("reading started execution: %w", err)
 	}
-	return executionFromRow(row, threadKey, nil, nil)
+	return executionFromRow(row, threadKey, nil, nil), nil
 }
 
 // GetExecution returns an execution of the tenant by its external id.
@@ -243,7 +243,7 @@ func (e *Engine) GetExecution(ctx context.Context, db dbsqlc.DBTX, tenantID, exe
 	if err != nil {
 		return nil, notFound(err)
 	}
-	return executionFromRow(&r.AgentExecution, r.ThreadKey, r.ParentKey, r.RestartedFromKey)
+	return executionFromRow(&r.AgentExecution, r.ThreadKey, r.ParentKey, r.RestartedFromKey), nil
 }
 
 // ExecutionFilter narrows ListExecutions; empty fields do not filter.
@@ -285,11 +285,7 @@ func (e *Engine) ListExecutions(ctx context.Context, db dbsqlc.DBTX, tenantID st
 	}
 	out := make([]*Execution, 0, len(rows))
 	for _, r := range rows {
-		x, err := executionFromRow(&r.AgentExecution, r.ThreadKey, r.ParentKey, r.RestartedFromKey)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, x)
+		out = append(out, executionFromRow(&r.AgentExecution, r.ThreadKey, r.ParentKey, r.RestartedFromKey))
 	}
 	return out, nil
 }

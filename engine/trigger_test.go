@@ -13,7 +13,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/batonrun/baton/engine"
-	"github.com/batonrun/baton/engine/workflow"
 )
 
 func (b *testBundle) defineFile(t *testing.T, path string) {
@@ -318,7 +317,7 @@ func TestSelfTriggeringWorkflowStopsAtTheDepthLimit(t *testing.T) {
 	  {"id": "spawn", "type": "action", "actionType": "trigger_agent", "parameters": {"workflow_id": "again", "waitForCompletion": false}, "next": "end"},
 	  {"id": "end", "type": "end"}]}`)
 	x := b.start(t, engine.StartParams{WorkflowID: "again"})
-	depth := workflow.DefaultLimits().ChildDepth
+	const depth = 10 // limits.childDepth by default
 	var failed struct {
 		message string
 		node    string

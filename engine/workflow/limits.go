@@ -3,6 +3,7 @@ package workflow
 import (
 	"errors"
 	"fmt"
+	"reflect"
 )
 
 // Limits bound everything a tenant controls in a definition and in the runs
@@ -58,7 +59,7 @@ type Limits struct {
 }
 
 // DefaultLimits returns the limits in force when the configuration sets
-// none.
+// none. Every field has one: WithDefaults and Check go over the fields.
 func DefaultLimits() Limits {
 	return Limits{
 		DefinitionBytes:     1 << 20,
@@ -72,51 +73,18 @@ func DefaultLimits() Limits {
 		HistoryEntries:      200,
 		QueueCap:            1000,
 		DebounceMS:          3_600_000,
+		ChildDepth:          10,
 		WaitTimeoutMS:       120_000,
 	}
 }
 
 // WithDefaults returns l with every zero field set to its default.
 func (l Limits) WithDefaults() Limits {
-	d := DefaultLimits()
-	if l.DefinitionBytes == 0 {
-		l.DefinitionBytes = d.DefinitionBytes
-	}
-	if l.Nodes == 0 {
-		l.Nodes = d.Nodes
-	}
-	if l.IDBytes == 0 {
-		l.IDBytes = d.IDBytes
-	}
-	if l.ConditionBytes == 0 {
-		l.ConditionBytes = d.ConditionBytes
-	}
-	if l.ConditionBytesTotal == 0 {
-		l.ConditionBytesTotal = d.ConditionBytesTotal
-	}
-	if l.ConditionCost == 0 {
-		l.ConditionCost = d.ConditionCost
-	}
-	if l.VariablesBytes == 0 {
-		l.VariablesBytes = d.VariablesBytes
-	}
-	if l.RenderBytes == 0 {
-		l.RenderBytes = d.RenderBytes
-	}
-	if l.HistoryEntries == 0 {
-		l.HistoryEntries = d.HistoryEntries
-	}
-	if l.QueueCap == 0 {
-		l.QueueCap = d.QueueCap
-	}
-	if l.DebounceMS == 0 {
-		l.DebounceMS = d.DebounceMS
-	}
-	if l.ChildDepth == 0 {
-		l.ChildDepth = d.ChildDepth
-	}
-	if l.WaitTimeoutMS == 0 {
-		l.WaitTimeoutMS = d.WaitTimeoutMS
+	v, d := reflect.ValueOf(&l).Elem(), reflect.ValueOf(DefaultLimits())
+	for i := range v.NumField() {
+		if v.Field(i).IsZero() {
+			v.Field(i).Set(d.Field(i))
+		}
 	}
 	return l
 }
@@ -124,18 +92,10 @@ func (l Limits) WithDefaults() Limits {
 // Check reports every negative limit, naming its config field.
 func (l Limits) Check() error {
 	var errs []error
-	for _, f := range []struct {
-		name string
-		v    int64
-	}{
-		{"definitionBytes", int64(l.DefinitionBytes)}, {"nodes", int64(l.Nodes)}, {"idBytes", int64(l.IDBytes)},
-		{"conditionBytes", int64(l.ConditionBytes)}, {"conditionBytesTotal", int64(l.ConditionBytesTotal)},
-		{"variablesBytes", int64(l.VariablesBytes)}, {"renderBytes", int64(l.RenderBytes)},
-		{"historyEntries", int64(l.HistoryEntries)}, {"queueCap", int64(l.QueueCap)}, {"debounceMs", int64(l.DebounceMS)},
-		{"childDepth", int64(l.ChildDepth)}, {"waitTimeoutMs", l.WaitTimeoutMS},
-	} {
-		if f.v < 0 {
-			errs = append(errs, fmt.Errorf("limits.%s must not be negative", f.name))
+	v := reflect.ValueOf(l)
+	for i := range v.NumField() {
+		if f := v.Field(i); f.CanInt() && f.Int() < 0 {
+			errs = append(errs, fmt.Errorf("limits.%s must not be negative", v.Type().Field(i).Tag.Get("json")))
 		}
 	}
 	return errors.Join(errs...)
