@@ -125,6 +125,9 @@ func (e *Engine) RunStepAttempt(ctx context.Context, executionID, stepSeq int64,
 	return err
 }
 
+// stepConditionTime bounds the time all conditions of one step may run.
+const stepConditionTime = time.Second
+
 // stepRun is one step transaction's walk through the graph.
 type stepRun struct {
 	e      *Engine
@@ -165,6 +168,10 @@ type stepRun struct {
 	// writes the row as it was at the start, and the step goes on as for
 	// any running execution.
 	unsaved bool
+	// conditionTime is how long the step's conditions have run; past
+	// stepConditionTime the step fails, so that a chain of conditions,
+	// each within its cost, cannot hold the thread's row for long.
+	conditionTime time.Duration
 	// varsErr says the stored variables did not decode: the step fails
 	// the execution instead of running on empty variables.
 	varsErr error
@@ -245,9 +252,18 @@ func (r *stepRun) runNode(ctx context.Context, node *workflow.Node, pre *toolRes
 	case workflow.NodeStart:
 		next = node.Next
 	case workflow.NodeDecision:
-		val, evalErr := node.EvalCondition(r.vars)
+		began := time.Now()
+		val, evalErr := node.EvalCondition(ctx, r.vars)
+		r.conditionTime += time.Since(began)
+		if err := ctx.Err(); err != nil {
+			return "", nil, false, fmt.Errorf("step interrupted during condition: %w", err) // the worker stops
+		}
 		if evalErr != nil {
 			return "", &stepFailure{code: CodeStepFailed, message: evalErr.Error(), nodeID: node.ID}, false, nil
+		}
+		if r.conditionTime > stepConditionTime {
+			return "", &stepFailure{code: CodeStepFailed, nodeID: node.ID, message: fmt.Sprintf(
+				"the conditions of one step ran for %s, over %s: %v", r.conditionTime.Round(time.Millisecond), stepConditionTime, workflow.ErrConditionCost)}, false, nil
 		}
 		key := workflow.BranchKey(val)
 		target, ok := node.Branches[key]

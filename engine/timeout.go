@@ -90,6 +90,11 @@ func (e *Engine) timeoutLocked(ctx context.Context, tx pgx.Tx, thread *dbsqlc.Th
 			run.events.add(EventTemplateWarning, "warn", node.ID, "timeout action skipped: "+failure.message, map[string]any{"index": i})
 		}
 	}
+	if _, tooLarge := run.variables(node.ID); tooLarge != nil {
+		// What the actions set is dropped; the timeout policy still runs.
+		run.events.add(EventTemplateWarning, "warn", node.ID, "timeout actions' variables dropped: "+tooLarge.message, nil)
+		run.vars, _ = decodeVariables(row.Variables) // newStepRun decoded them
+	}
 	in := run.interpolation()
 	params, _ := in.Value(orEmpty(node.Parameters)).(map[string]any)
 	policy, _ := params["onTimeout"].(string)

@@ -35,6 +35,11 @@ func (r *stepRun) triggerAgent(ctx context.Context, node *workflow.Node, payload
 	if input == nil {
 		input = map[string]any{}
 	}
+	for _, f := range [][2]string{{"workflow_id", workflowID}, {"version", version}, {"lane", lane}} {
+		if err := r.e.cfg.Limits.CheckID("trigger_agent "+f[0], f[1]); err != nil {
+			return &stepFailure{code: CodeStepFailed, message: err.Error(), nodeID: node.ID}, false, nil
+		}
+	}
 	maxDepth := r.e.cfg.Limits.ChildDepth
 	depth, err := r.e.q.ExecutionDepth(ctx, r.tx, &dbsqlc.ExecutionDepthParams{ID: r.row.ID, Max: int32(maxDepth)})
 	if err != nil {

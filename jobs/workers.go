@@ -143,11 +143,20 @@ func (w *WaitTimeoutWorker) NextRetry(job *river.Job[WaitTimeoutArgs]) time.Time
 
 // Work applies the wait's timeout policy and completes the job in the same
 // transaction; a job of a wait that is over does nothing.
+// On its last attempt, a timeout that keeps failing fails the execution
+// rather than leave it waiting for a timeout that will never come.
 func (w *WaitTimeoutWorker) Work(ctx context.Context, job *river.Job[WaitTimeoutArgs]) error {
-	return w.Engine.HandleWaitTimeout(ctx, job.Args.ExecutionID, job.Args.WaitSeq, func(ctx context.Context, tx pgx.Tx) error {
+	err := w.Engine.HandleWaitTimeout(ctx, job.Args.ExecutionID, job.Args.WaitSeq, func(ctx context.Context, tx pgx.Tx) error {
 		_, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
 		return err
 	})
+	if err != nil && job.Attempt >= job.MaxAttempts {
+		msg := fmt.Sprintf("the wait's timeout failed after %d attempts: %v", job.Attempt, err)
+		if ferr := w.Engine.Fail(context.WithoutCancel(ctx), job.Args.ExecutionID, 0, engine.CodeStepFailed, msg); ferr != nil && !engine.IsTransitionError(ferr) {
+			return fmt.Errorf("%w (and failing the execution: %v)", err, ferr)
+		}
+	}
+	return err
 }
 
 // CallbackWorker runs workflow.callback jobs.

@@ -193,7 +193,7 @@ func celError(err error, ids map[string]string) error {
 // run-time cost tracker is not used: it costs time quadratic in a list's
 // length, 11 s for one exists() over 100,000 items.) A value that is not
 // finite (a division by zero) is an error.
-func (c *condition) eval(vars Variables) (any, error) {
+func (c *condition) eval(ctx context.Context, vars Variables) (any, error) {
 	act := make(map[string]any, len(c.paths)+len(c.names))
 	for id, path := range c.paths {
 		v, _ := vars.Lookup(path)
@@ -211,12 +211,15 @@ func (c *condition) eval(vars Variables) (any, error) {
 			return nil, fmt.Errorf("evaluating %q: %w: up to %d on these variables, over %d", c.source, ErrConditionCost, clampInt64(est.Max), c.limit)
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), evalDeadline)
+	ctx, cancel := context.WithTimeout(ctx, evalDeadline)
 	defer cancel()
 	out, _, err := c.program.ContextEval(ctx, act)
 	if err != nil {
-		if ctx.Err() != nil {
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			return nil, fmt.Errorf("evaluating %q: %w: it ran past %s", c.source, ErrConditionCost, evalDeadline)
+		}
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("evaluating %q: %w", c.source, ctx.Err())
 		}
 		return nil, fmt.Errorf("evaluating %q: %w", c.source, err)
 	}

@@ -1,6 +1,7 @@
 package workflow
 
 import (
+	"context"
 	"errors"
 	"math"
 	"strings"
@@ -74,7 +75,7 @@ func checkCondition(t *testing.T, source string) {
 		t.Fatalf("a condition of %d bytes compiled", len(source))
 	}
 	began := time.Now()
-	v, err := c.eval(fuzzConditionVars)
+	v, err := c.eval(context.Background(), fuzzConditionVars)
 	if took := time.Since(began); took > conditionEvalBound {
 		t.Fatalf("evaluating %q took %s", source, took)
 	}

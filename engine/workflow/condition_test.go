@@ -1,6 +1,7 @@
 package workflow
 
 import (
+	"context"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -39,7 +40,7 @@ func TestConditions(t *testing.T) {
 	for _, tc := range cases {
 		c, err := compileCondition(tc.source, DefaultLimits())
 		require.NoError(t, err, tc.source)
-		got, err := c.eval(vars)
+		got, err := c.eval(context.Background(), vars)
 		require.NoError(t, err, tc.source)
 		require.Equal(t, tc.want, got, tc.source)
 	}

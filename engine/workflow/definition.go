@@ -2,6 +2,7 @@ package workflow
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -143,12 +144,12 @@ type RetryPolicy struct {
 }
 
 // EvalCondition evaluates a decision node's condition against the
-// variables, within limits.conditionCost.
-func (n *Node) EvalCondition(vars Variables) (any, error) {
+// variables, within limits.conditionCost; ctx ending stops it.
+func (n *Node) EvalCondition(ctx context.Context, vars Variables) (any, error) {
 	if n.condition == nil {
 		return nil, fmt.Errorf("decision %s has no valid condition", n.ID)
 	}
-	return n.condition.eval(vars)
+	return n.condition.eval(ctx, vars)
 }
 
 // Node returns the node with the given id, or nil.

@@ -1,6 +1,7 @@
 package workflow
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -124,7 +125,7 @@ func checkIndexed(t *testing.T, def *Definition) {
 			if n.condition == nil {
 				t.Fatalf("decision %q of a valid definition has no compiled condition", n.ID)
 			}
-			if v, err := n.EvalCondition(fuzzConditionVars); err == nil {
+			if v, err := n.EvalCondition(context.Background(), fuzzConditionVars); err == nil {
 				checkConditionValue(t, n.Condition, v)
 				_ = BranchKey(v)
 			}

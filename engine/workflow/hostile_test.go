@@ -1,6 +1,7 @@
 package workflow
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -48,10 +49,10 @@ func TestConditionCostIsCheckedOnTheVariables(t *testing.T) {
 	t.Parallel()
 	c, err := compileCondition("${arr}.map(x, x * 2.0).exists(x, x < 0.0)", DefaultLimits())
 	require.NoError(t, err, "one pass over a list is fine when stored")
-	got, err := c.eval(Variables{"arr": numbers(1000)})
+	got, err := c.eval(context.Background(), Variables{"arr": numbers(1000)})
 	require.NoError(t, err)
 	require.Equal(t, false, got)
-	_, err = c.eval(Variables{"arr": numbers(500_000)})
+	_, err = c.eval(context.Background(), Variables{"arr": numbers(500_000)})
 	require.ErrorIs(t, err, ErrConditionCost)
 }
 
@@ -61,7 +62,7 @@ func TestConditionValuesMustBeFinite(t *testing.T) {
 	for _, source := range []string{"${a} / ${b}", "-${a} / ${b}", "${b} / ${b}"} {
 		c, err := compileCondition(source, DefaultLimits())
 		require.NoError(t, err, source)
-		_, err = c.eval(vars)
+		_, err = c.eval(context.Background(), vars)
 		require.ErrorContains(t, err, "not a finite number", source)
 	}
 	// Inside a list or a map, CEL's JSON conversion spells an infinity as
@@ -69,7 +70,7 @@ func TestConditionValuesMustBeFinite(t *testing.T) {
 	for _, source := range []string{"[${a} / ${b}]", "{'k': ${b} / ${b}}"} {
 		c, err := compileCondition(source, DefaultLimits())
 		require.NoError(t, err, source)
-		got, err := c.eval(vars)
+		got, err := c.eval(context.Background(), vars)
 		if err == nil {
 			_, err = json.Marshal(got)
 			require.NoError(t, err, "%s gave %v", source, got)
@@ -77,13 +78,13 @@ func TestConditionValuesMustBeFinite(t *testing.T) {
 	}
 	c, err := compileCondition("${a} / ${b} > 1.0", DefaultLimits())
 	require.NoError(t, err)
-	got, err := c.eval(vars)
+	got, err := c.eval(context.Background(), vars)
 	require.NoError(t, err)
 	require.Equal(t, true, got, "comparing an infinity is fine")
 	// The value is safe to encode as JSON, as every step event does.
 	c, err = compileCondition("{'x': [${a}, 'b', null]}", DefaultLimits())
 	require.NoError(t, err)
-	got, err = c.eval(vars)
+	got, err = c.eval(context.Background(), vars)
 	require.NoError(t, err)
 	_, err = json.Marshal(got)
 	require.NoError(t, err)
@@ -251,10 +252,38 @@ func BenchmarkCondition(b *testing.B) {
 		}
 		b.Run(source, func(b *testing.B) {
 			for b.Loop() {
-				if _, err := c.eval(vars); err != nil {
+				if _, err := c.eval(context.Background(), vars); err != nil {
 					b.Fatal(err)
 				}
 			}
 		})
 	}
+}
+
+func TestMissingPlaceholdersAreRememberedOnceAndFew(t *testing.T) {
+	t.Parallel()
+	in := NewInterpolation(Variables{}, 1<<20)
+	in.Text(strings.Repeat("{{a}}", 150_000))
+	require.Equal(t, []string{"a"}, in.Missing)
+	var many strings.Builder
+	for i := range 1000 {
+		fmt.Fprintf(&many, "{{v%d}}", i)
+	}
+	in = NewInterpolation(Variables{}, 1<<20)
+	in.Text(many.String())
+	require.Len(t, in.Missing, 10)
+}
+
+func TestTimeoutActionsAreFew(t *testing.T) {
+	t.Parallel()
+	actions := make([]any, 11)
+	for i := range actions {
+		actions[i] = map[string]any{"actionType": "send_message", "parameters": map[string]any{"message": "hola"}}
+	}
+	d := linear(1)
+	d.Nodes[1] = &Node{ID: "n0", Type: NodeAction, ActionType: ActionWaitForResponse, Next: "end",
+		Parameters: map[string]any{"timeout": "1h", "onTimeout": "continue", "timeoutActions": actions}}
+	require.ErrorContains(t, d.Validate(someTools{}, Limits{}), "11 actions, over the limit of 10")
+	d.Nodes[1].Parameters["timeoutActions"] = actions[:10]
+	require.NoError(t, d.Validate(someTools{}, Limits{}))
 }

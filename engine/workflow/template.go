@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -47,7 +48,8 @@ func (v Variables) Lookup(path string) (any, bool) {
 // than the budget and one variable's text.
 type Interpolation struct {
 	vars Variables
-	// Missing are the placeholders that named no variable, in order.
+	// Missing are the placeholders that named no variable, in order, each
+	// once, at most ten.
 	Missing []string
 	budget  int
 	limit   int
@@ -58,6 +60,26 @@ type Interpolation struct {
 // calls, may add up to at most limit bytes.
 func NewInterpolation(vars Variables, limit int) *Interpolation {
 	return &Interpolation{vars: vars, budget: limit, limit: limit}
+}
+
+// maxMissing bounds how many missing placeholders an Interpolation
+// remembers (each becomes a warning event), and maxMissingPath how much of
+// each.
+const (
+	maxMissing     = 10
+	maxMissingPath = 200
+)
+
+// missing remembers a placeholder that named no variable, once, and no more
+// than maxMissing of them.
+func (in *Interpolation) missing(path string) {
+	if len(path) > maxMissingPath {
+		path = path[:maxMissingPath] + "…"
+	}
+	if len(in.Missing) >= maxMissing || slices.Contains(in.Missing, path) {
+		return
+	}
+	in.Missing = append(in.Missing, path)
 }
 
 // Err is a *LimitError once rendering ran past the budget, else nil. What
@@ -110,7 +132,7 @@ func (in *Interpolation) str(s string) any {
 		path := submatch(s, m)
 		val, ok := in.vars.Lookup(path)
 		if !ok {
-			in.Missing = append(in.Missing, path)
+			in.missing(path)
 			return ""
 		}
 		if !in.spend(jsonSize(val, in.budget+1)) {
@@ -135,7 +157,7 @@ func (in *Interpolation) Text(s string) string {
 		path := submatch(s, m)
 		val, ok := in.vars.Lookup(path)
 		if !ok {
-			in.Missing = append(in.Missing, path)
+			in.missing(path)
 			continue
 		}
 		text := RenderText(val)

@@ -35,6 +35,9 @@ const (
 	maxRetries       = 100
 	maxRetryDelayMS  = 300_000
 	maxToolTimeoutMS = 86_400_000
+	// maxTimeoutActions bounds a wait's timeoutActions: each renders within
+	// limits.renderBytes of its own.
+	maxTimeoutActions = 10
 )
 
 type validator struct {
@@ -300,6 +303,10 @@ func (v *validator) waitParams(n *Node, kind WaitKind, params map[string]any) {
 		list, isList := raw.([]any)
 		if !isList {
 			v.add(n.ID, "parameters.timeoutActions", "must be a list of actions")
+			return
+		}
+		if len(list) > maxTimeoutActions {
+			v.add(n.ID, "parameters.timeoutActions", "%d actions, over the limit of %d", len(list), maxTimeoutActions)
 			return
 		}
 		for i, item := range list {
