@@ -5,8 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -297,7 +298,7 @@ func (c *Config) Validate() error {
 		add("messages.queue.debounceMs and cap must not be negative")
 	}
 	problems = append(problems, c.validateLimits()...)
-	for _, name := range sortedKeys(c.Tools) {
+	for _, name := range slices.Sorted(maps.Keys(c.Tools)) {
 		t := c.Tools[name]
 		switch t.Type {
 		case engine.ToolTypeHTTP:
@@ -393,21 +394,12 @@ func (t Tool) ToolSpec() engine.ToolSpec {
 // RegisterTools registers every configured tool in tools, beside any Go
 // tools already there (a configured tool replaces a Go tool of its name).
 func (c *Config) RegisterTools(tools *engine.Tools) error {
-	for _, name := range sortedKeys(c.Tools) {
+	for _, name := range slices.Sorted(maps.Keys(c.Tools)) {
 		if err := tools.RegisterSpec(name, c.Tools[name].ToolSpec()); err != nil {
 			return err
 		}
 	}
 	return nil
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
 
 // LaneLimits returns the lanes' limits for engine.Config.LaneLimits:

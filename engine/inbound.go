@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/batonrun/baton/db/dbsqlc"
+	"github.com/batonrun/baton/engine/workflow"
 )
 
 // Outcomes of an inbound message (API.md, thread.inbound).
@@ -374,9 +375,10 @@ func (e *Engine) startSessionRun(ctx context.Context, tx pgx.Tx, s *sessionCtx, 
 
 // takeSteered hands the messages steered into a session run to it at a node
 // boundary (the start of a step), in the step's transaction: each is
-// appended to conversation_history and the last becomes lastResponse. It
-// returns how many it handed over.
-func (e *Engine) takeSteered(ctx context.Context, tx pgx.Tx, row *dbsqlc.AgentExecution) (int, error) {
+// appended to conversation_history and the last becomes lastResponse, in
+// vars (the step's variables, decoded from row) and in row. It returns how
+// many it handed over.
+func (e *Engine) takeSteered(ctx context.Context, tx pgx.Tx, row *dbsqlc.AgentExecution, vars workflow.Variables) (int, error) {
 	if row.SessionKey == nil {
 		return 0, nil
 	}
@@ -386,10 +388,6 @@ func (e *Engine) takeSteered(ctx context.Context, tx pgx.Tx, row *dbsqlc.AgentEx
 	}
 	if len(msgs) == 0 {
 		return 0, nil
-	}
-	vars, err := decodeVariables(row.Variables)
-	if err != nil {
-		return 0, fmt.Errorf("taking steered messages of execution %s: %w", row.ExecutionID, err)
 	}
 	entries := make([]any, 0, len(msgs))
 	for _, m := range msgs {

@@ -78,7 +78,8 @@ func (e *Engine) StartExecution(ctx context.Context, tx pgx.Tx, p StartParams) (
 	if p.WorkflowID == "" {
 		return nil, &InputError{Field: "payload.workflow_id", Message: "is required"}
 	}
-	if err := e.checkStartSizes(p); err != nil {
+	inputJSON, contextJSON, err := e.startDocuments(p)
+	if err != nil {
 		return nil, err
 	}
 	def, err := e.GetDefinition(ctx, tx, p.TenantID, p.WorkflowID, p.Version)
@@ -139,10 +140,6 @@ func (e *Engine) StartExecution(ctx context.Context, tx pgx.Tx, p StartParams) (
 		parent = &p.ParentExecutionID
 		eventData = mustJSON(map[string]any{"parentExecutionId": p.ParentExecutionID, "canInheritLock": p.CanInheritLock})
 	}
-	vars := p.Input
-	if vars == nil {
-		vars = map[string]any{}
-	}
 	start := def.Start()
 	var idem, callback *string
 	if p.IdempotencyKey != "" {
@@ -157,7 +154,7 @@ func (e *Engine) StartExecution(ctx context.Context, tx pgx.Tx, p StartParams) (
 	insert := &dbsqlc.ExecutionInsertParams{
 		TenantID: p.TenantID, ExecutionID: p.ExecutionID, WorkflowID: def.WorkflowID, Version: def.Version,
 		Lane: lane, ThreadID: thread.ID, CurrentNodeID: &start.ID,
-		Input: mustJSON(vars), Context: mustJSON(orEmpty(p.Context)), Variables: mustJSON(vars),
+		Input: inputJSON, Context: contextJSON, Variables: inputJSON,
 		CorrelationID: p.CorrelationID, IdempotencyKey: idem, CallbackUrl: callback,
 		Priority: int16(clampPriority(p.Priority)), TotalSteps: int32(def.Remaining(start.ID)),
 		ParentExecutionID: parent, CanInheritLock: p.CanInheritLock, EventData: eventData, RestartedFrom: restartedFrom,

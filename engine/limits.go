@@ -41,13 +41,10 @@ func (e *Engine) checkQueueSettings(q *QueueSettings, prefix string) error {
 	return nil
 }
 
-// checkQueueCommand checks the settings of a /queue command or of PUT
-// …/queue. A /queue command's problem names payload.text, the message
-// that carried it, and says which argument is at fault; nothing is stored.
+// checkQueueCommand checks the settings of a /queue command. Its problem
+// names payload.text, the message that carried it, and says which argument
+// is at fault; nothing is stored.
 func (e *Engine) checkQueueCommand(c queueCommand) error {
-	if !c.command {
-		return e.checkQueueSettings(&c.settings, "payload.")
-	}
 	if c.bad != "" {
 		return &InputError{Field: "payload.text", Message: fmt.Sprintf("/queue %s: the value is not a number (cap) or a duration (debounce, such as 2s or 1500)", c.bad)}
 	}
@@ -68,24 +65,26 @@ func (e *Engine) boundQueue(eff EffectiveQueueSettings) EffectiveQueueSettings {
 	return eff
 }
 
-// checkStartSizes refuses an execution whose input or context is over
-// limits.variablesBytes in bytes of JSON.
-func (e *Engine) checkStartSizes(p StartParams) error {
+// startDocuments encodes an execution's input (its first variables) and
+// context once, and refuses either when it is over limits.variablesBytes
+// in bytes of JSON.
+func (e *Engine) startDocuments(p StartParams) (input, ctxDoc json.RawMessage, err error) {
 	max := e.cfg.Limits.VariablesBytes
-	for _, f := range []struct {
-		field string
-		value map[string]any
-	}{{"payload.input", p.Input}, {"payload.context", p.Context}} {
-		if len(f.value) == 0 {
-			continue
-		}
-		b, err := json.Marshal(f.value)
+	encode := func(field string, value map[string]any) (json.RawMessage, error) {
+		b, err := json.Marshal(orEmpty(value))
 		if err != nil {
-			return &InputError{Field: f.field, Message: "is not JSON Baton can store: " + err.Error()}
+			return nil, &InputError{Field: field, Message: "is not JSON Baton can store: " + err.Error()}
 		}
 		if len(b) > max {
-			return &InputError{Field: f.field, Message: fmt.Sprintf("is %d bytes of JSON, over the limit of %d (limits.variablesBytes)", len(b), max)}
+			return nil, &InputError{Field: field, Message: fmt.Sprintf("is %d bytes of JSON, over the limit of %d (limits.variablesBytes)", len(b), max)}
 		}
+		return b, nil
 	}
-	return nil
+	if input, err = encode("payload.input", p.Input); err != nil {
+		return nil, nil, err
+	}
+	if ctxDoc, err = encode("payload.context", p.Context); err != nil {
+		return nil, nil, err
+	}
+	return input, ctxDoc, nil
 }

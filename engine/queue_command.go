@@ -33,9 +33,6 @@ type queueCommand struct {
 	// bad is the first argument whose value could not be read, such as
 	// "cap:ten" or "debounce:9e18"; the command is then refused.
 	bad string
-	// command says the settings came from a /queue message, whose
-	// problems name payload.text; otherwise they name the payload's fields.
-	command bool
 }
 
 // parseQueueCommand reads "/queue <mode> [debounce:2s] [cap:25]
@@ -46,7 +43,7 @@ func parseQueueCommand(text string) (queueCommand, bool) {
 	if len(f) == 0 || f[0] != "/queue" {
 		return queueCommand{}, false
 	}
-	c := queueCommand{command: true}
+	var c queueCommand
 	for _, arg := range f[1:] {
 		k, v, hasValue := strings.Cut(arg, ":")
 		switch {
@@ -87,14 +84,26 @@ func (c *queueCommand) badArg(arg string) {
 	}
 }
 
+// applyQueueCommand stores what a /queue message says; its problems name
+// payload.text, the message that carried it.
 func (e *Engine) applyQueueCommand(ctx context.Context, tx pgx.Tx, threadID int64, c queueCommand) error {
 	if c.reset {
-		return e.q.ThreadSetQueueSettings(ctx, tx, &dbsqlc.ThreadSetQueueSettingsParams{ID: threadID, QueueSettings: nil})
+		return e.storeQueueSettings(ctx, tx, threadID, nil)
 	}
 	if err := e.checkQueueCommand(c); err != nil {
 		return err
 	}
-	return e.q.ThreadSetQueueSettings(ctx, tx, &dbsqlc.ThreadSetQueueSettingsParams{ID: threadID, QueueSettings: mustJSON(c.settings)})
+	return e.storeQueueSettings(ctx, tx, threadID, &c.settings)
+}
+
+// storeQueueSettings stores a thread's session override of the queue
+// settings, or removes it when s is nil.
+func (e *Engine) storeQueueSettings(ctx context.Context, db dbsqlc.DBTX, threadID int64, s *QueueSettings) error {
+	var raw json.RawMessage
+	if s != nil {
+		raw = mustJSON(s)
+	}
+	return e.q.ThreadSetQueueSettings(ctx, db, &dbsqlc.ThreadSetQueueSettingsParams{ID: threadID, QueueSettings: raw})
 }
 
 // SetQueueSettingsTx stores (or, with nil, removes) a thread's session
@@ -104,11 +113,12 @@ func (e *Engine) SetQueueSettingsTx(ctx context.Context, tx pgx.Tx, tenantID, th
 	if err != nil {
 		return nil, err
 	}
-	c := queueCommand{reset: s == nil}
 	if s != nil {
-		c.settings = *s
+		if err := e.checkQueueSettings(s, "payload."); err != nil {
+			return nil, err
+		}
 	}
-	if err := e.applyQueueCommand(ctx, tx, t.ID, c); err != nil {
+	if err := e.storeQueueSettings(ctx, tx, t.ID, s); err != nil {
 		return nil, err
 	}
 	return e.GetThread(ctx, tx, tenantID, threadKey)

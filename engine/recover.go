@@ -26,24 +26,23 @@ import (
 // from inside it, has rolled back by then (withTx's deferred rollback).
 
 // recoverStep is deferred by RunStepAttempt: when the step panicked, it
-// fails the execution (FailPanicked) and sets *errp to what that returns.
+// fails the execution (failPanicked) and sets *errp to what that returns.
 func (e *Engine) recoverStep(ctx context.Context, executionID, stepSeq int64, complete CompleteFunc, errp *error) {
 	p := recover()
 	if p == nil {
 		return
 	}
-	*errp = e.FailPanicked(ctx, executionID, stepSeq, p, debug.Stack(), complete)
+	*errp = e.failPanicked(ctx, executionID, stepSeq, p, debug.Stack(), complete)
 }
 
-// FailPanicked fails the execution whose step job, expecting the checkpoint
+// failPanicked fails the execution whose step job, expecting the checkpoint
 // stepSeq, panicked with p: it logs the panic and stack at error level and
 // fails the execution with CodeStepFailed in one transaction, through
-// finalize. complete, when not nil, completes the step job in that
-// transaction. It returns nil when the execution is failed, or when it has
-// moved on since (nothing of that step is left to fail), and an error that
-// names the panic when failing it did not commit, so that the job runs
-// again.
-func (e *Engine) FailPanicked(ctx context.Context, executionID, stepSeq int64, p any, stack []byte, complete CompleteFunc) error {
+// finalize, in which complete completes the step job. It returns nil when
+// the execution is failed, or when it has moved on since (nothing of that
+// step is left to fail), and an error that names the panic when failing it
+// did not commit, so that the job runs again.
+func (e *Engine) failPanicked(ctx context.Context, executionID, stepSeq int64, p any, stack []byte, complete CompleteFunc) error {
 	msg := fmt.Sprintf("step panicked: %v", p)
 	e.ErrorContext(ctx, msg, "execution_row_id", executionID, "step_seq", stepSeq, "panic", fmt.Sprint(p), "stack", string(stack))
 	ctx = context.WithoutCancel(ctx) // the panic is recorded even when the worker is stopping
@@ -56,10 +55,7 @@ func (e *Engine) FailPanicked(ctx context.Context, executionID, stepSeq int64, p
 		if events, err = e.failTx(ctx, tx, cur, stepSeq, CodeStepFailed, msg); err != nil {
 			return err
 		}
-		if complete != nil {
-			return complete(ctx, tx)
-		}
-		return nil
+		return complete(ctx, tx)
 	})
 	switch {
 	case err == nil:

@@ -89,11 +89,8 @@ func (e *Engine) RunStepAttempt(ctx context.Context, executionID, stepSeq int64,
 		run = newStepRun(e, tx, def, row)
 		steered := 0
 		if run.varsErr == nil {
-			if steered, err = e.takeSteered(ctx, tx, row); err != nil {
+			if steered, err = e.takeSteered(ctx, tx, row, run.vars); err != nil {
 				return err
-			}
-			if steered > 0 {
-				run = newStepRun(e, tx, def, row) // with the steered variables
 			}
 		}
 		run.thread = thread

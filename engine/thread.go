@@ -103,7 +103,7 @@ func (e *Engine) UpsertThread(ctx context.Context, db dbsqlc.DBTX, p ThreadUpser
 		return nil, false, fmt.Errorf("upserting thread: %w", err)
 	}
 	if p.Queue != nil {
-		if err := e.q.ThreadSetQueueSettings(ctx, db, &dbsqlc.ThreadSetQueueSettingsParams{ID: row.ID, QueueSettings: mustJSON(p.Queue)}); err != nil {
+		if err := e.storeQueueSettings(ctx, db, row.ID, p.Queue); err != nil {
 			return nil, false, fmt.Errorf("storing queue settings: %w", err)
 		}
 	}

@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime/debug"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivertype"
 
 	"github.com/batonrun/baton/engine"
 )
@@ -35,16 +35,10 @@ func (w *StepWorker) NextRetry(job *river.Job[StepArgs]) time.Time {
 
 // Work advances the execution and completes the job in the step's
 // transaction. A step that must wait for a tool retry or an open breaker is
-// snoozed. When the last attempt fails, the execution fails with it. A
-// panic fails the execution too (the engine recovers the step's own; this
-// catches any other), instead of reaching River, which would retry it.
-func (w *StepWorker) Work(ctx context.Context, job *river.Job[StepArgs]) (err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = w.Engine.FailPanicked(ctx, job.Args.ExecutionID, job.Args.StepSeq, p, debug.Stack(), nil)
-		}
-	}()
-	err = w.Engine.RunStepAttempt(ctx, job.Args.ExecutionID, job.Args.StepSeq, job.Attempt, func(ctx context.Context, tx pgx.Tx) error {
+// snoozed. When the last attempt fails, the execution fails with it (a
+// panic fails it at once: engine/recover.go).
+func (w *StepWorker) Work(ctx context.Context, job *river.Job[StepArgs]) error {
+	err := w.Engine.RunStepAttempt(ctx, job.Args.ExecutionID, job.Args.StepSeq, job.Attempt, func(ctx context.Context, tx pgx.Tx) error {
 		_, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
 		return err
 	})
@@ -54,11 +48,20 @@ func (w *StepWorker) Work(ctx context.Context, job *river.Job[StepArgs]) (err er
 		// the same checkpoint, spending no attempt.
 		return river.JobSnooze(snooze.Delay)
 	}
-	if err != nil && job.Attempt >= job.MaxAttempts {
-		msg := fmt.Sprintf("step failed after %d attempts: %v", job.Attempt, err)
-		if ferr := w.Engine.Fail(context.WithoutCancel(ctx), job.Args.ExecutionID, job.Args.StepSeq, engine.CodeStepFailed, msg); ferr != nil && !engine.IsTransitionError(ferr) {
-			return fmt.Errorf("%w (and failing the execution: %v)", err, ferr)
-		}
+	return failOnLastAttempt(ctx, w.Engine, job.JobRow, job.Args.ExecutionID, job.Args.StepSeq, "step", err)
+}
+
+// failOnLastAttempt fails the execution when the last attempt of a job that
+// moves it (what: "step", "wait timeout") failed with err, so that it is
+// not left with nothing to move it; stepSeq 0 fails it at any checkpoint.
+// It returns err.
+func failOnLastAttempt(ctx context.Context, e *engine.Engine, job *rivertype.JobRow, executionID, stepSeq int64, what string, err error) error {
+	if err == nil || job.Attempt < job.MaxAttempts {
+		return err
+	}
+	msg := fmt.Sprintf("%s failed after %d attempts: %v", what, job.Attempt, err)
+	if ferr := e.Fail(context.WithoutCancel(ctx), executionID, stepSeq, engine.CodeStepFailed, msg); ferr != nil && !engine.IsTransitionError(ferr) {
+		return fmt.Errorf("%w (and failing the execution: %v)", err, ferr)
 	}
 	return err
 }
@@ -142,21 +145,15 @@ func (w *WaitTimeoutWorker) NextRetry(job *river.Job[WaitTimeoutArgs]) time.Time
 }
 
 // Work applies the wait's timeout policy and completes the job in the same
-// transaction; a job of a wait that is over does nothing.
-// On its last attempt, a timeout that keeps failing fails the execution
-// rather than leave it waiting for a timeout that will never come.
+// transaction; a job of a wait that is over does nothing. On its last
+// attempt, a timeout that keeps failing fails the execution rather than
+// leave it waiting for a timeout that will never come.
 func (w *WaitTimeoutWorker) Work(ctx context.Context, job *river.Job[WaitTimeoutArgs]) error {
 	err := w.Engine.HandleWaitTimeout(ctx, job.Args.ExecutionID, job.Args.WaitSeq, func(ctx context.Context, tx pgx.Tx) error {
 		_, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
 		return err
 	})
-	if err != nil && job.Attempt >= job.MaxAttempts {
-		msg := fmt.Sprintf("the wait's timeout failed after %d attempts: %v", job.Attempt, err)
-		if ferr := w.Engine.Fail(context.WithoutCancel(ctx), job.Args.ExecutionID, 0, engine.CodeStepFailed, msg); ferr != nil && !engine.IsTransitionError(ferr) {
-			return fmt.Errorf("%w (and failing the execution: %v)", err, ferr)
-		}
-	}
-	return err
+	return failOnLastAttempt(ctx, w.Engine, job.JobRow, job.Args.ExecutionID, 0, "the wait's timeout", err)
 }
 
 // CallbackWorker runs workflow.callback jobs.

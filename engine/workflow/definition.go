@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"time"
 )
 
@@ -182,7 +184,7 @@ func (n *Node) successors() []string {
 	if n.Next != "" {
 		out = append(out, n.Next)
 	}
-	for _, k := range sortedKeys(n.Branches) {
+	for _, k := range slices.Sorted(maps.Keys(n.Branches)) {
 		out = append(out, n.Branches[k])
 	}
 	return out

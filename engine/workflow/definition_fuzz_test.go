@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -28,7 +30,7 @@ var fuzzToolSet = fuzzTools{"document_processor": true, "echo": true}
 // definitions of the repository and what fuzzing found.
 func FuzzDefinition(f *testing.F) {
 	seeds := hostileDefinitions()
-	for _, name := range sortedKeys(seeds) {
+	for _, name := range slices.Sorted(maps.Keys(seeds)) {
 		// The large ones are left to TestHostileDefinitions: mutating and
 		// minimizing a 200 KB input slows fuzzing to a crawl.
 		if len(seeds[name]) <= 4<<10 {
@@ -214,7 +216,7 @@ func hostileDefinitions() map[string]string {
 func TestHostileDefinitions(t *testing.T) {
 	t.Parallel()
 	seeds := hostileDefinitions()
-	for _, name := range sortedKeys(seeds) {
+	for _, name := range slices.Sorted(maps.Keys(seeds)) {
 		t.Run(name, func(t *testing.T) { checkDefinition(t, []byte(seeds[name])) })
 	}
 }

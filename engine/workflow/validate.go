@@ -2,8 +2,8 @@ package workflow
 
 import (
 	"fmt"
+	"maps"
 	"slices"
-	"sort"
 	"time"
 )
 
@@ -163,7 +163,7 @@ func (v *validator) node(n *Node) {
 		if len(n.Branches) == 0 {
 			v.add(n.ID, "branches", "is required: map each outcome (\"true\", \"false\", …) to a node")
 		}
-		for _, k := range sortedKeys(n.Branches) {
+		for _, k := range slices.Sorted(maps.Keys(n.Branches)) {
 			v.id(n.ID, "branches."+k, k)
 			v.edge(n, "branches."+k, n.Branches[k])
 		}
@@ -392,15 +392,6 @@ func (v *validator) cycles() {
 			visit(n.ID)
 		}
 	}
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 // FormatDays writes a duration in whole days when it is one ("7d").
