@@ -21,13 +21,18 @@ import (
 type Config struct {
 	// Agents holds the limit of lane "main".
 	Agents Agents `json:"agents"`
-	// Lanes are the limits of other lanes; unlisted lanes get 1. Defaults:
-	// subagent 8, cron 2.
-	Lanes map[string]int `json:"lanes"`
+	// Lanes are the operator's lanes, shared by every tenant: a limit, or
+	// {limit, perTenant}. Defaults: subagent 8, cron 2. A lane a tenant
+	// names that is not listed here is that tenant's own, with limit 1.
+	Lanes map[string]Lane `json:"lanes"`
 	// Locks configures thread locks.
 	Locks Locks `json:"locks"`
 	// Messages configures inbound message queueing.
 	Messages Messages `json:"messages"`
+	// Auth configures the checks of API tokens (config/server.go).
+	Auth Auth `json:"auth"`
+	// HTTP configures the API's HTTP server timeouts (config/server.go).
+	HTTP HTTP `json:"http"`
 	// Tools are the http and llm tools, by name.
 	Tools map[string]Tool `json:"tools"`
 	// Channels are the outbound channel adapters, by name.
@@ -64,6 +69,9 @@ type Config struct {
 	//     execute request with wait_for_completion may ask for. At most
 	//     86400000.
 	Limits workflow.Limits `json:"limits"`
+	// RateLimits are per-tenant request rates of the API, per process; off
+	// unless set (RateLimits).
+	RateLimits RateLimits `json:"rateLimits"`
 }
 
 // Agents holds agent defaults.
@@ -146,16 +154,23 @@ type Breaker struct {
 
 // Channel is an outbound channel adapter.
 type Channel struct {
-	// Type is log (default) or webhook.
+	// Type is log (default) or webhook. A webhook channel needs
+	// BATON_WEBHOOK_SECRET of at least 32 bytes under `baton serve`.
 	Type string `json:"type"`
-	// URL is a webhook channel's endpoint.
+	// URL is a webhook channel's endpoint, an http(s) URL; the channel
+	// connects to its host and port only and follows no redirect.
 	URL string `json:"url,omitempty"`
 }
 
 // Callbacks configures execution callbacks.
 type Callbacks struct {
-	// AllowHosts are the hosts callback_url may name ("*" for any,
-	// "*.example.com" for subdomains). Empty refuses every callback.
+	// AllowHosts are the hosts and ports callback_url may name
+	// (engine.AllowList): "host" allows ports 80 and 443, "host:port" that
+	// port only; "*.example.com" allows subdomains, "*" any host. Every
+	// connection a callback makes is checked against it, and redirects are
+	// never followed. Empty (the default) refuses every callback. When it
+	// is not empty, `baton serve` requires BATON_CALLBACK_SECRET of at
+	// least 32 bytes.
 	AllowHosts []string `json:"allowHosts"`
 }
 
@@ -233,11 +248,11 @@ func (c *Config) applyDefaults() {
 		c.Agents.Defaults.MaxConcurrent = 4
 	}
 	if c.Lanes == nil {
-		c.Lanes = map[string]int{}
+		c.Lanes = map[string]Lane{}
 	}
 	for lane, n := range map[string]int{"subagent": 8, "cron": 2} {
 		if _, ok := c.Lanes[lane]; !ok {
-			c.Lanes[lane] = n
+			c.Lanes[lane] = Lane{Limit: n}
 		}
 	}
 	if c.Locks.Timeout == 0 {
@@ -263,6 +278,7 @@ func (c *Config) applyDefaults() {
 		c.Channels = map[string]Channel{"default": {Type: "log"}}
 	}
 	c.Limits = c.Limits.WithDefaults()
+	c.applyServerDefaults()
 }
 
 var queueModes = map[string]bool{"steer": true, "followup": true, "collect": true, "steer-backlog": true, "steer+backlog": true, "interrupt": true, "queue": true}
@@ -274,9 +290,12 @@ func (c *Config) Validate() error {
 	if c.Agents.Defaults.MaxConcurrent < 1 {
 		add("agents.defaults.maxConcurrent must be at least 1")
 	}
-	for lane, n := range c.Lanes {
-		if n < 1 {
+	for lane, l := range c.Lanes {
+		if l.Limit < 1 {
 			add("lanes.%s must be at least 1", lane)
+		}
+		if l.PerTenant < 0 || l.PerTenant > l.Limit {
+			add("lanes.%s.perTenant must be between 0 (no cap) and the lane's limit", lane)
 		}
 	}
 	if c.Locks.Timeout < 0 || c.Locks.ReapInterval < 0 {
@@ -298,6 +317,8 @@ func (c *Config) Validate() error {
 		add("messages.queue.debounceMs and cap must not be negative")
 	}
 	problems = append(problems, c.validateLimits()...)
+	problems = append(problems, c.validateRateLimits()...)
+	problems = append(problems, c.validateServer()...)
 	for _, name := range slices.Sorted(maps.Keys(c.Tools)) {
 		t := c.Tools[name]
 		switch t.Type {
@@ -331,10 +352,15 @@ func (c *Config) Validate() error {
 		if ch.Type != "" && ch.Type != "log" && ch.Type != "webhook" {
 			add("channels.%s.type %q is not log or webhook", name, ch.Type)
 		}
+		if ch.Type == "webhook" {
+			if _, err := engine.AllowListOfURL(ch.URL); err != nil {
+				add("channels.%s.url: %v", name, err)
+			}
+		}
 	}
 	for _, h := range c.Callbacks.AllowHosts {
-		if h == "" || strings.ContainsAny(h, "/:") {
-			add("callbacks.allowHosts entry %q must be a host name (no scheme, port or path)", h)
+		if _, err := engine.ParseAllowList([]string{h}); err != nil {
+			add("callbacks.%v", err)
 		}
 	}
 	if len(problems) > 0 {
@@ -407,7 +433,45 @@ func (c *Config) RegisterTools(tools *engine.Tools) error {
 func (c *Config) LaneLimits() map[string]int {
 	out := map[string]int{engine.LaneMain: c.Agents.Defaults.MaxConcurrent}
 	for k, v := range c.Lanes {
-		out[k] = v
+		out[k] = v.Limit
 	}
 	return out
+}
+
+// LanePerTenant returns the per-tenant caps of the lanes that have one, for
+// engine.Config.LanePerTenant.
+func (c *Config) LanePerTenant() map[string]int {
+	out := map[string]int{}
+	for k, v := range c.Lanes {
+		if v.PerTenant > 0 {
+			out[k] = v.PerTenant
+		}
+	}
+	return out
+}
+
+// Lane is an operator lane: how many of its executions run at once, and
+// how many of those one tenant may hold (0: no cap of its own). In the file
+// it is a number (the limit) or {limit, perTenant}.
+type Lane struct {
+	Limit     int `json:"limit"`
+	PerTenant int `json:"perTenant"`
+}
+
+// UnmarshalJSON accepts a number (the limit) or an object.
+func (l *Lane) UnmarshalJSON(b []byte) error {
+	var n int
+	if err := json.Unmarshal(b, &n); err == nil {
+		*l = Lane{Limit: n}
+		return nil
+	}
+	type plain Lane
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	var p plain
+	if err := dec.Decode(&p); err != nil {
+		return fmt.Errorf("a lane is a number (its limit) or {limit, perTenant}: %w", err)
+	}
+	*l = Lane(p)
+	return nil
 }

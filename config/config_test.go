@@ -30,7 +30,7 @@ func TestParseDesignExample(t *testing.T) {
 	c, err := config.Parse([]byte(designExample))
 	require.NoError(t, err)
 	require.Equal(t, 4, c.Agents.Defaults.MaxConcurrent)
-	require.Equal(t, map[string]int{"subagent": 8, "cron": 2}, c.Lanes)
+	require.Equal(t, map[string]config.Lane{"subagent": {Limit: 8}, "cron": {Limit: 2}}, c.Lanes)
 	require.Equal(t, config.Duration(10*time.Minute), c.Locks.Timeout)
 	require.Equal(t, "collect", c.Messages.Queue.ByChannel["whatsapp"])
 	require.Equal(t, []string{"127.0.0.1"}, c.Callbacks.AllowHosts)
@@ -50,7 +50,7 @@ func TestParsePlainJSONAndDefaults(t *testing.T) {
 	c, err := config.Parse([]byte(`{"tools": {"chat": {"type": "llm", "base_url": "http://127.0.0.1:1/v1", "model": "m", "api_key_env": "K", "timeout": 2500}}}`))
 	require.NoError(t, err)
 	require.Equal(t, 4, c.Agents.Defaults.MaxConcurrent)
-	require.Equal(t, 8, c.Lanes["subagent"])
+	require.Equal(t, 8, c.Lanes["subagent"].Limit)
 	require.Equal(t, config.Duration(30*time.Second), c.Locks.ReapInterval)
 	require.Equal(t, "summarize", c.Messages.Queue.Drop)
 	require.Equal(t, 2500*time.Millisecond, c.Tools["chat"].ToolSpec().Timeout)
@@ -74,11 +74,24 @@ func TestParseRejectsBadFiles(t *testing.T) {
 		"queue mode":    {`{messages: {queue: {mode: "shout"}}}`, `mode "shout"`},
 		"allowHosts":    {`{callbacks: {allowHosts: ["http://x"]}}`, "must be a host name"},
 		"lane limit":    {`{lanes: {main2: -1}}`, "lanes.main2 must be at least 1"},
+		"lane cap":      {`{lanes: {main: {limit: 4, perTenant: 5}}}`, "lanes.main.perTenant must be between"},
+		"lane key":      {`{lanes: {main: {limit: 4, per: 2}}}`, `unknown field "per"`},
 		"tool too slow": {`{tools: {x: {type: "http", url: "http://x", timeout: "2m"}}}`, "timeout must be between"},
 	} {
 		_, err := config.Parse([]byte(tc.raw))
 		require.ErrorContains(t, err, tc.want, name)
 	}
+}
+
+// A lane is a limit or {limit, perTenant}; main's entry overrides
+// agents.defaults.maxConcurrent.
+func TestLaneForms(t *testing.T) {
+	t.Parallel()
+	c, err := config.Parse([]byte(`{lanes: {main: {limit: 16, perTenant: 4}, batch: 3}}`))
+	require.NoError(t, err)
+	require.Equal(t, 16, c.LaneLimits()["main"])
+	require.Equal(t, 3, c.LaneLimits()["batch"])
+	require.Equal(t, map[string]int{"main": 4}, c.LanePerTenant())
 }
 
 // The limits section maps onto workflow.Limits, takes the defaults for
@@ -119,5 +132,26 @@ func TestLimitsSection(t *testing.T) {
 	} {
 		_, err := config.Parse([]byte(tc.raw))
 		require.ErrorContains(t, err, tc.want, name)
+	}
+}
+
+// callbacks.allowHosts takes hosts with or without a port; a malformed
+// entry, and a webhook channel without an http(s) url, are refused by name.
+func TestCallbacksAndChannelsSection(t *testing.T) {
+	t.Parallel()
+	c, err := config.Parse([]byte(`{callbacks: {allowHosts: ["api.example.com", "hooks.example.com:8443", "*.trusted.test", "[::1]:9000"]},
+	  channels: {default: {type: "webhook", url: "https://chat.example:8443/outbound"}}}`))
+	require.NoError(t, err)
+	require.Len(t, c.Callbacks.AllowHosts, 4)
+	for raw, want := range map[string]string{
+		`{callbacks: {allowHosts: ["x:0"]}}`:                       `callbacks.allowHosts entry "x:0" has a port that is not a number from 1 to 65535`,
+		`{callbacks: {allowHosts: ["x:http"]}}`:                    `callbacks.allowHosts entry "x:http"`,
+		`{callbacks: {allowHosts: ["a.*.test"]}}`:                  `may only start with "*."`,
+		`{callbacks: {allowHosts: ["x/cb"]}}`:                      "must be a host name or host:port",
+		`{channels: {default: {type: "webhook"}}}`:                 `channels.default.url: "" must be an http(s) URL`,
+		`{channels: {default: {type: "webhook", url: "ftp://x"}}}`: `channels.default.url: "ftp://x" must be an http(s) URL`,
+	} {
+		_, err := config.Parse([]byte(raw))
+		require.ErrorContains(t, err, want, raw)
 	}
 }

@@ -13,3 +13,22 @@ CREATE TABLE river_job (
     queue        text            NOT NULL,
     scheduled_at timestamptz     NOT NULL
 );
+
+-- The jobs a dead worker process was running are handed back by
+-- JobHandBack (db/queries/baton_process.sql).
+ALTER TABLE river_job
+    ADD COLUMN attempt      smallint NOT NULL DEFAULT 0,
+    ADD COLUMN max_attempts smallint NOT NULL,
+    ADD COLUMN attempted_by text[],
+    ADD COLUMN errors       jsonb[],
+    ADD COLUMN finalized_at timestamptz,
+    ADD COLUMN metadata     jsonb NOT NULL DEFAULT '{}';
+
+-- River's leader; a dead leader's row is deleted so that another process
+-- is elected at once (JobHandBack's caller, jobs/presence.go).
+CREATE UNLOGGED TABLE river_leader (
+    elected_at timestamptz NOT NULL,
+    expires_at timestamptz NOT NULL,
+    leader_id  text        NOT NULL,
+    name       text        PRIMARY KEY DEFAULT 'default'
+);

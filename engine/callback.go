@@ -3,17 +3,16 @@ package engine
 import (
 	"bytes"
 	"context"
-	"crypto/hmac"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
-	"strings"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -21,36 +20,31 @@ import (
 	"github.com/batonrun/baton/db/dbsqlc"
 )
 
-// SignatureHeader carries a callback's signature: "sha256=" and the hex
-// HMAC-SHA256 of the body under the callback secret.
-const SignatureHeader = "X-Baton-Signature"
-
 // ErrCallbackRefused is wrapped by SendCallback's errors that a retry
-// cannot fix (a host no longer allowed, a 4xx answer).
+// cannot fix (a host or port no longer allowed, a redirect, a 4xx answer).
 var ErrCallbackRefused = errors.New("callback refused")
 
 // CheckCallbackURL reports whether raw may receive callbacks: an http(s) URL
-// whose host is in Config.CallbackAllowHosts. The error is an *InputError.
+// whose host and port Config.CallbackAllowHosts allows (a URL without a
+// port connects to 80 or 443). The error is an *InputError.
 func (e *Engine) CheckCallbackURL(raw string) error {
 	const field = "payload.execution_options.callback_url"
 	u, err := url.Parse(raw)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" {
+	if err != nil {
 		return &InputError{Field: field, Message: "must be an http(s) URL"}
 	}
-	host := strings.ToLower(u.Hostname())
-	for _, allowed := range e.cfg.CallbackAllowHosts {
-		allowed = strings.ToLower(allowed)
-		switch {
-		case allowed == "*", allowed == host:
-			return nil
-		case strings.HasPrefix(allowed, "*.") && strings.HasSuffix(host, allowed[1:]):
-			return nil
-		}
+	host, port, err := urlHostPort(u)
+	if err != nil {
+		return &InputError{Field: field, Message: err.Error()}
 	}
-	if len(e.cfg.CallbackAllowHosts) == 0 {
-		return &InputError{Field: field, Message: fmt.Sprintf("host %q is not allowed: no callback hosts are configured (callbacks.allowHosts)", host)}
+	if e.callbackHosts.Allows(host, port) {
+		return nil
 	}
-	return &InputError{Field: field, Message: fmt.Sprintf("host %q is not in callbacks.allowHosts", host)}
+	where := net.JoinHostPort(host, strconv.Itoa(port))
+	if e.callbackHosts.Empty() {
+		return &InputError{Field: field, Message: fmt.Sprintf("%s is not allowed: no callback hosts are configured (callbacks.allowHosts)", where)}
+	}
+	return &InputError{Field: field, Message: fmt.Sprintf("%s is not in callbacks.allowHosts (a host alone allows ports 80 and 443)", where)}
 }
 
 // newMessageID returns a random UUID v4.
@@ -133,20 +127,14 @@ func ResultEnvelope(x *Execution, messageID string) (map[string]any, error) {
 	}, nil
 }
 
-// Sign returns the X-Baton-Signature value of body under secret.
-func Sign(secret, body []byte) string {
-	m := hmac.New(sha256.New, secret)
-	m.Write(body)
-	return "sha256=" + hex.EncodeToString(m.Sum(nil))
-}
-
 // SendCallback POSTs a callback to an execution's callback_url, signed with
-// Config.CallbackSecret: the result envelope of a terminal execution, or,
+// Config.CallbackSecret (SignatureHeader): the result envelope of a terminal execution, or,
 // with a non-zero inputRequestWaitSeq, the input request of that wait
 // (seed 003, 5.4; an execution no longer waiting there has nothing to ask).
 // A 2xx answer is success; 5xx, 408, 429 and network errors are errors to
-// retry; a host that is no longer allowed or another 4xx wraps
-// ErrCallbackRefused.
+// retry; a host or port that is no longer allowed, a 3xx (redirects are
+// never followed) or another 4xx wraps ErrCallbackRefused. The signature's
+// timestamp is the attempt's: a retry is signed afresh.
 func (e *Engine) SendCallback(ctx context.Context, executionID int64, messageID string, inputRequestWaitSeq int32) error {
 	row, err := e.q.ExecutionGetByID(ctx, e.pool, executionID)
 	if err != nil {
@@ -196,12 +184,15 @@ func (e *Engine) SendCallback(ctx context.Context, executionID int64, messageID 
 		return fmt.Errorf("building callback request: %v: %w", err, ErrCallbackRefused)
 	}
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set(SignatureHeader, Sign(e.cfg.CallbackSecret, body))
+	req.Header.Set(SignatureHeader, Sign(e.cfg.CallbackSecret, time.Now(), body))
 	req.Header.Set("X-Tenant-ID", row.TenantID)
 	req.Header.Set("X-Correlation-ID", row.CorrelationID)
 	req.Header.Set("X-Request-ID", messageID)
 	req.Header.Set("X-Domain-Action", action)
 	resp, err := e.cfg.HTTPClient.Do(req)
+	if errors.Is(err, ErrOutboundRefused) {
+		return fmt.Errorf("posting callback of execution %s: %v: %w", row.ExecutionID, err, ErrCallbackRefused)
+	}
 	if err != nil {
 		return fmt.Errorf("posting callback of execution %s: %w", row.ExecutionID, err)
 	}
@@ -213,6 +204,9 @@ func (e *Engine) SendCallback(ctx context.Context, executionID int64, messageID 
 		return nil
 	case s >= 500, s == http.StatusRequestTimeout, s == http.StatusTooManyRequests:
 		return fmt.Errorf("callback of execution %s answered %d", row.ExecutionID, s)
+	case s >= 300 && s < 400:
+		e.WarnContext(ctx, "callback not delivered: redirects are not followed", "execution_id", row.ExecutionID, "tenant_id", row.TenantID, "status", s)
+		return fmt.Errorf("callback of execution %s answered %d, a redirect (not followed): %w", row.ExecutionID, s, ErrCallbackRefused)
 	default:
 		return fmt.Errorf("callback of execution %s answered %d: %w", row.ExecutionID, s, ErrCallbackRefused)
 	}

@@ -2,11 +2,13 @@ package engine_test
 
 import (
 	"context"
-	"crypto/hmac"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -22,7 +24,7 @@ import (
 // seed 4.3 shape.
 func TestCallbackRetriedUntilAccepted(t *testing.T) {
 	t.Parallel()
-	const secret = "cb-secret"
+	const secret = "callback-secret-of-32-bytes-long"
 	var (
 		mu       sync.Mutex
 		tries    = map[string]int{}              // message_id → deliveries seen
@@ -33,7 +35,7 @@ func TestCallbackRetriedUntilAccepted(t *testing.T) {
 		body, _ := io.ReadAll(r.Body)
 		mu.Lock()
 		defer mu.Unlock()
-		if !hmac.Equal([]byte(r.Header.Get(engine.SignatureHeader)), []byte(engine.Sign([]byte(secret), body))) {
+		if engine.VerifySignature([]byte(secret), r.Header.Get(engine.SignatureHeader), body, 0, time.Now()) != nil {
 			badSig++
 			w.WriteHeader(http.StatusUnauthorized)
 			return
@@ -54,7 +56,7 @@ func TestCallbackRetriedUntilAccepted(t *testing.T) {
 	}))
 	t.Cleanup(recv.Close)
 
-	b := setup(t, setupOpts{allowHosts: []string{"127.0.0.1"}, secret: secret})
+	b := setup(t, setupOpts{allowHosts: []string{recv.Listener.Addr().String()}, secret: secret})
 	b.define(t, greetingWorkflow)
 	var ids []string
 	for i := 0; i < 3; i++ {
@@ -89,47 +91,58 @@ func TestCallbackRetriedUntilAccepted(t *testing.T) {
 	require.Equal(t, 3, countRows(t, b.pool, `SELECT count(*) FROM river_job WHERE kind = 'workflow.callback' AND queue = 'low'`))
 }
 
-// A callback_url whose host is not allowed is refused when the execution
-// starts, and nothing is stored.
+// A callback_url whose host or port is not allowed is refused when the
+// execution starts, and nothing is stored. A host alone allows ports 80 and
+// 443; host:port that port only.
 func TestCallbackHostNotAllowed(t *testing.T) {
 	t.Parallel()
-	b := setup(t, setupOpts{insertOnly: true, allowHosts: []string{"hooks.example.com", "*.trusted.test"}})
+	b := setup(t, setupOpts{insertOnly: true, allowHosts: []string{"hooks.example.com", "*.trusted.test:9000", "127.0.0.1:6000"}})
 	b.define(t, greetingWorkflow)
-	for url, ok := range map[string]bool{
-		"https://hooks.example.com/cb":   true,
-		"http://a.trusted.test:9000/cb":  true,
-		"https://evil.example.com/cb":    false,
-		"http://169.254.169.254/latest":  false,
-		"ftp://hooks.example.com/cb":     false,
-		"https://hooks.example.com.evil": false,
+	for raw, ok := range map[string]bool{
+		"https://hooks.example.com/cb":      true,
+		"http://hooks.example.com/cb":       true,
+		"https://hooks.example.com:443/cb":  true,
+		"http://a.trusted.test:9000/cb":     true,
+		"http://127.0.0.1:6000/cb":          true,
+		"https://evil.example.com/cb":       false,
+		"http://169.254.169.254/latest":     false,
+		"ftp://hooks.example.com/cb":        false,
+		"https://hooks.example.com.evil":    false,
+		"https://hooks.example.com:8443/cb": false,
+		"http://hooks.example.com:5432/":    false,
+		"https://a.trusted.test/cb":         false,
+		"http://127.0.0.1:5432/":            false,
+		"http://127.0.0.1:6379/":            false,
+		"http://127.0.0.1/cb":               false,
+		"http://hooks.example.com:0/cb":     false,
 	} {
 		err := b.engine.WithTx(t.Context(), func(tx pgx.Tx) error {
-			_, err := b.engine.StartExecution(t.Context(), tx, engine.StartParams{TenantID: b.tenant, WorkflowID: "greeting", CallbackURL: url})
+			_, err := b.engine.StartExecution(t.Context(), tx, engine.StartParams{TenantID: b.tenant, WorkflowID: "greeting", CallbackURL: raw})
 			return err
 		})
 		if ok {
-			require.NoError(t, err, url)
+			require.NoError(t, err, raw)
 			continue
 		}
 		var ie *engine.InputError
-		require.ErrorAs(t, err, &ie, url)
+		require.ErrorAs(t, err, &ie, raw)
 		require.Equal(t, "payload.execution_options.callback_url", ie.Field)
 	}
-	require.Equal(t, 2, countRows(t, b.pool, `SELECT count(*) FROM agent_execution WHERE tenant_id = $1`, b.tenant))
+	require.Equal(t, 5, countRows(t, b.pool, `SELECT count(*) FROM agent_execution WHERE tenant_id = $1`, b.tenant))
 }
 
 // An execution that asks for input calls back with the input request (seed
 // 003, 5.4), then, once answered and ended, with its result.
 func TestInputRequestCallback(t *testing.T) {
 	t.Parallel()
-	const secret = "cb-secret"
+	const secret = "callback-secret-of-32-bytes-long"
 	var (
 		mu  sync.Mutex
 		got []map[string]any
 	)
 	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
-		if r.Header.Get(engine.SignatureHeader) != engine.Sign([]byte(secret), body) {
+		if engine.VerifySignature([]byte(secret), r.Header.Get(engine.SignatureHeader), body, 0, time.Now()) != nil {
 			w.WriteHeader(http.StatusUnauthorized)
 			return
 		}
@@ -141,7 +154,7 @@ func TestInputRequestCallback(t *testing.T) {
 		mu.Unlock()
 	}))
 	t.Cleanup(recv.Close)
-	b := setup(t, setupOpts{allowHosts: []string{"127.0.0.1"}, secret: secret})
+	b := setup(t, setupOpts{allowHosts: []string{recv.Listener.Addr().String()}, secret: secret})
 	b.define(t, `{"workflow_id": "ask", "version": "1", "nodes": [
 	  {"id": "start", "type": "start", "next": "confirm"},
 	  {"id": "confirm", "type": "action", "actionType": "request_input",
@@ -171,4 +184,60 @@ func TestInputRequestCallback(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	require.Equal(t, "workflow.result", got[1]["X-Domain-Action"])
+}
+
+// A callback whose allowed host answers 301, 302, 307 or 308 towards a port
+// or a host outside callbacks.allowHosts (or anywhere else) is not
+// followed: the target gets nothing, the redirect is a refused delivery
+// (the job is cancelled, not retried), and Baton's POST reached only the
+// allowed host, once.
+func TestCallbackRedirectNotFollowed(t *testing.T) {
+	t.Parallel()
+	target := newCountingServer(t, nil)
+	var (
+		mu        sync.Mutex
+		first     = map[string]int{} // callback path → POSTs
+		elsewhere int
+	)
+	redirector := newCountingServer(t, func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		if r.URL.Path == "/elsewhere" {
+			elsewhere++
+			return
+		}
+		first[r.URL.Path]++
+		code, _ := strconv.Atoi(r.URL.Query().Get("code"))
+		http.Redirect(w, r, r.URL.Query().Get("to"), code)
+	})
+	b := setup(t, setupOpts{allowHosts: []string{"127.0.0.1:" + redirector.port()}, secret: "callback-secret-of-32-bytes-long"})
+	b.define(t, greetingWorkflow)
+	targets := map[string]string{
+		"port": "http://127.0.0.1:" + target.port() + "/stolen", // allowed host, port outside the list
+		"host": "http://localhost:" + target.port() + "/stolen", // a host outside the list
+		"same": redirector.URL + "/elsewhere",                   // allowed, and still not followed
+	}
+	var ids []string
+	for _, code := range []int{301, 302, 307, 308} {
+		for name, to := range targets {
+			cb := fmt.Sprintf("%s/cb-%d-%s?code=%d&to=%s", redirector.URL, code, name, code, url.QueryEscape(to))
+			x := b.start(t, engine.StartParams{WorkflowID: "greeting", CallbackURL: cb,
+				Input: map[string]any{"name": "Ana", "score": 7, "customer": map[string]any{"tier": "gold"}}})
+			ids = append(ids, x.ExecutionID)
+		}
+	}
+	for _, id := range ids {
+		b.waitFor(t, id, terminal)
+	}
+	require.Eventually(t, func() bool {
+		return countRows(t, b.pool, `SELECT count(*) FROM river_job WHERE kind = 'workflow.callback' AND state = 'cancelled'`) == len(ids)
+	}, 30*time.Second, 50*time.Millisecond)
+	require.Zero(t, target.requests.Load())
+	mu.Lock()
+	defer mu.Unlock()
+	require.Zero(t, elsewhere)
+	require.Len(t, first, len(ids))
+	for path, n := range first {
+		require.Equal(t, 1, n, path)
+	}
 }

@@ -38,8 +38,12 @@ type ChannelAdapter interface {
 }
 
 // LogChannel is the default channel: it writes each message to the log.
+// The message's text and its contact are personal data: they are logged
+// only at debug level, on a line of their own.
 type LogChannel struct {
-	// Logger receives one line per message.
+	// Logger receives one info line per message ("message delivered": its
+	// ids, channel and size) and, at debug level, a second one with its
+	// contact and text ("message content").
 	Logger *slog.Logger
 }
 
@@ -49,7 +53,8 @@ var _ ChannelAdapter = (*LogChannel)(nil)
 func (c *LogChannel) Deliver(ctx context.Context, msg OutboundMessage) error {
 	c.Logger.InfoContext(ctx, "message delivered",
 		"tenant_id", msg.TenantID, "thread_id", msg.ThreadID, "execution_id", msg.ExecutionID,
-		"channel", msg.Channel, "contact", msg.Contact, "message_id", msg.ID, "body", msg.Body)
+		"channel", msg.Channel, "message_id", msg.ID, "body_bytes", len(msg.Body))
+	c.Logger.DebugContext(ctx, "message content", "message_id", msg.ID, "contact", msg.Contact, "body", msg.Body)
 	return nil
 }
 

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/batonrun/baton/db/dbsqlc"
 	"github.com/batonrun/baton/engine/workflow"
 )
@@ -60,8 +62,18 @@ func (e *Engine) DefineWorkflow(ctx context.Context, db dbsqlc.DBTX, tenantID st
 		Name: def.Name, Lane: lane, Definition: canonical,
 	})
 	if err == nil {
-		stored, err := e.storedDefinition(row)
-		return stored, true, err
+		// Cached once committed: a version whose transaction rolls back
+		// must not be found here (another content may be stored under it).
+		stored, err := e.parseStored(row)
+		if err != nil {
+			return nil, false, err
+		}
+		if tx, ok := db.(pgx.Tx); ok {
+			afterCommit(tx, func() { e.definitions.add(stored) })
+		} else {
+			e.definitions.add(stored)
+		}
+		return stored, true, nil
 	}
 	if err = notFound(err); !errors.Is(err, ErrNotFound) {
 		return nil, false, fmt.Errorf("storing definition: %w", err)
@@ -137,6 +149,16 @@ func (e *Engine) storedDefinition(row *dbsqlc.WorkflowDefinition) (*StoredDefini
 	if d, ok := e.definitions.byRowID(row.ID); ok {
 		return d, nil
 	}
+	stored, err := e.parseStored(row)
+	if err != nil {
+		return nil, err
+	}
+	e.definitions.add(stored)
+	return stored, nil
+}
+
+// parseStored parses a stored definition's row.
+func (e *Engine) parseStored(row *dbsqlc.WorkflowDefinition) (*StoredDefinition, error) {
 	def, err := workflow.ParseDefinition(row.Definition)
 	if err != nil {
 		return nil, fmt.Errorf("parsing stored definition %d: %w", row.ID, err)
@@ -145,9 +167,7 @@ func (e *Engine) storedDefinition(row *dbsqlc.WorkflowDefinition) (*StoredDefini
 	// be gone now, which the task reports when it runs.
 	_ = def.Validate(e.tools, e.cfg.Limits)
 	def.Index()
-	stored := &StoredDefinition{Definition: def, ID: row.ID, TenantID: row.TenantID, Raw: row.Definition, CreatedAt: row.CreatedAt}
-	e.definitions.add(stored)
-	return stored, nil
+	return &StoredDefinition{Definition: def, ID: row.ID, TenantID: row.TenantID, Raw: row.Definition, CreatedAt: row.CreatedAt}, nil
 }
 
 func jsonEqual(a, b []byte) bool {

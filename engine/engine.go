@@ -40,10 +40,10 @@ type JobInserter interface {
 	InsertCallback(ctx context.Context, tx pgx.Tx, executionID int64, messageID string, inputRequestWaitSeq int32) error
 	// InsertLaneDispatch enqueues a lane.dispatch job that admits the
 	// lane's pending executions.
-	InsertLaneDispatch(ctx context.Context, tx pgx.Tx, lane string) error
+	InsertLaneDispatch(ctx context.Context, tx pgx.Tx, owner, lane string) error
 	// InsertLaneDispatchAt enqueues a lane.dispatch job due at at (within a
 	// poll interval): the moment a paused run may be admitted again.
-	InsertLaneDispatchAt(ctx context.Context, tx pgx.Tx, lane string, at time.Time) error
+	InsertLaneDispatchAt(ctx context.Context, tx pgx.Tx, owner, lane string, at time.Time) error
 	// InsertSessionFlush enqueues a session.flush job due at at (within a
 	// poll interval, not River's scheduler's 5 s) that starts the session's
 	// next run from its queued inbound messages.
@@ -77,14 +77,19 @@ type Config struct {
 	// stale and another execution may clear it (BATON_LOCK_TIMEOUT). Zero
 	// means 10 minutes.
 	LockTimeout time.Duration
-	// CallbackAllowHosts are the hosts callback_url may name: exact host
-	// names, "*.example.com" for subdomains, or "*" for any. Empty means
-	// callbacks are refused.
+	// CallbackAllowHosts are the hosts and ports callback_url may name
+	// (AllowList: "host" for ports 80 and 443, "host:port", "*.example.com"
+	// for subdomains, "*" for any host). Empty (the default) means
+	// callbacks are refused. A malformed entry is an error.
 	CallbackAllowHosts []string
-	// CallbackSecret signs callbacks (X-Baton-Signature). Empty signs with
-	// an empty key, which receivers should not accept.
+	// CallbackSecret signs callbacks (X-Baton-Signature). Empty (the
+	// default) signs with an empty key, which receivers should not accept;
+	// `baton serve` requires MinSecretBytes.
 	CallbackSecret []byte
-	// HTTPClient sends callbacks. Nil means a client of its own.
+	// HTTPClient sends callbacks. Nil (the default) means
+	// NewOutboundClient over CallbackAllowHosts: no redirects, and every
+	// connection checked against the list. A client given here is used as
+	// is.
 	HTTPClient *http.Client
 	// Metrics receives durations and counts (seed 003, 7.5). Nil means none
 	// are reported.
@@ -95,6 +100,10 @@ type Config struct {
 	// 2), else 1; session lanes always get 1. Every process sharing a
 	// database should use the same limits.
 	LaneLimits map[string]int
+	// LanePerTenant caps, for the lanes named, how many of a lane's slots
+	// one tenant may hold at once (lanes.<name>.perTenant); a lane not
+	// named has no cap of its own.
+	LanePerTenant map[string]int
 	// Queue is the global inbound queue configuration (messages.queue);
 	// zero values mean the defaults (collect, 1000 ms, 20, summarize).
 	Queue QueueConfig
@@ -137,6 +146,8 @@ type Engine struct {
 	definitions *definitionCache
 	// lanesKnown remembers lane rows that exist (they are never deleted).
 	lanesKnown sync.Map
+	// callbackHosts is Config.CallbackAllowHosts, parsed.
+	callbackHosts AllowList
 }
 
 // New returns an Engine.
@@ -156,8 +167,12 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.MaxNodesPerStep <= 0 {
 		cfg.MaxNodesPerStep = 100
 	}
+	callbackHosts, err := ParseAllowList(cfg.CallbackAllowHosts)
+	if err != nil {
+		return nil, fmt.Errorf("engine: CallbackAllowHosts: %w", err)
+	}
 	if cfg.HTTPClient == nil {
-		cfg.HTTPClient = &http.Client{}
+		cfg.HTTPClient = NewOutboundClient(callbackHosts, 0)
 	}
 	if cfg.ToolTimeout <= 0 {
 		cfg.ToolTimeout = 30 * time.Second
@@ -191,7 +206,8 @@ func New(cfg Config) (*Engine, error) {
 		metrics: cfg.Metrics,
 		cfg:     cfg,
 
-		definitions: newDefinitionCache(definitionCacheBytes),
+		definitions:   newDefinitionCache(definitionCacheBytes),
+		callbackHosts: callbackHosts,
 	}, nil
 }
 
@@ -208,28 +224,51 @@ func (e *Engine) Limits() workflow.Limits { return e.cfg.Limits }
 // Tools returns the engine's tool registry.
 func (e *Engine) Tools() *Tools { return e.tools }
 
-// withTx runs fn in a transaction on the engine's pool and commits it. The
-// rollback runs under context.WithoutCancel so that a cancelled request never
-// leaks a connection.
-func withTx(ctx context.Context, pool *pgxpool.Pool, fn func(pgx.Tx) error) error {
-	tx, err := pool.Begin(ctx)
-	if err != nil {
-		return fmt.Errorf("beginning transaction: %w", err)
+// withTx runs fn in a transaction on pool and commits it. The rollback runs
+// under context.WithoutCancel so that a cancelled request never leaks a
+// connection.
+//
+// A transaction that fails before its COMMIT — in BEGIN (taking a
+// connection included) or in fn — with an error IsUnavailable reports (a
+// serialization failure or deadlock, a lost connection, a server stopping,
+// starting or read-only, too many connections) is rolled back and run
+// again on a fresh connection: txAttempts (3) times in all, after pauses of
+// about 20 and 50 ms, and no more once ctx has ended. The last error is
+// returned. An error from COMMIT itself is never retried: the transaction
+// may have committed.
+//
+// fn must therefore be safe to run more than once: it changes the database
+// only through tx, sets the variables it shares with its caller afresh on
+// every run, and leaves whatever reaches outside the database (metrics,
+// channels, HTTP calls) to after withTx has returned nil, or to
+// afterCommit, which runs it once the transaction has committed.
+func withTx(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger, fn func(pgx.Tx) error) error {
+	for attempt := 1; ; attempt++ {
+		onCommit, atCommit, err := runTx(ctx, pool, fn)
+		if err == nil {
+			for _, f := range onCommit {
+				f()
+			}
+			return nil
+		}
+		if atCommit || attempt == txAttempts || !IsUnavailable(err) {
+			return err
+		}
+		delay := txRetryDelay(attempt)
+		logger.InfoContext(ctx, "transaction failed; running it again", "attempt", attempt, "retry_in", delay, "error", err)
+		if !sleepCtx(ctx, delay) {
+			return err
+		}
 	}
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	if err := fn(tx); err != nil {
-		return err
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return fmt.Errorf("committing transaction: %w", err)
-	}
-	return nil
 }
 
 // WithTx runs fn in a transaction on the engine's pool and commits it when fn
-// returns nil.
+// returns nil. A transaction that fails before its COMMIT because of a
+// serialization failure, a deadlock or an outage (IsUnavailable) runs again,
+// up to three times in all, so fn must be safe to run more than once: see
+// withTx.
 func (e *Engine) WithTx(ctx context.Context, fn func(pgx.Tx) error) error {
-	return withTx(ctx, e.pool, fn)
+	return withTx(ctx, e.pool, e.Logger, fn)
 }
 
 func mustJSON(v any) json.RawMessage {

@@ -64,7 +64,9 @@ func postJSON(ctx context.Context, client *http.Client, url string, body any, he
 		if errors.Is(err, context.Canceled) {
 			return nil, err
 		}
-		return nil, &ToolError{Class: ClassService, Err: fmt.Errorf("calling %s: %w", url, err)}
+		// err (a *url.Error) names the URL for the server log; tenants read
+		// it without (ToolError.tenantMessage).
+		return nil, &ToolError{Class: ClassService, Err: fmt.Errorf("calling the tool: %w", err)}
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxToolAnswer))

@@ -87,7 +87,7 @@ func (e *Engine) lockSession(ctx context.Context, tx pgx.Tx, tenantID, threadKey
 		if lane == "" {
 			lane = LaneMain
 		}
-		if _, _, err := e.lockLane(ctx, tx, "", lane, true); err != nil {
+		if _, _, err := e.lockLane(ctx, tx, tenantID, lane, true); err != nil {
 			return nil, err
 		}
 	}

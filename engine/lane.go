@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/batonrun/baton/db/dbsqlc"
+	"github.com/batonrun/baton/engine/workflow"
 )
 
 // Lanes named by the seeds (seed 004; DESIGN.md "Lanes and inbound
@@ -86,30 +87,50 @@ const EventAdmitted = "workflow.admitted"
 // runs (inbound messages) always go through admission: their session's
 // limit of 1 is what keeps two agents from answering one conversation.
 
-// laneLimit is the limit of a lane by configuration.
+// laneLimit is the limit of a lane by configuration: a tenant's own lanes
+// and session lanes get 1.
 func (e *Engine) laneLimit(name string) int {
-	if strings.HasPrefix(name, sessionLanePrefix) {
+	if !e.isGlobalLane(name) {
 		return 1
 	}
 	if n, ok := e.cfg.LaneLimits[name]; ok && n > 0 {
 		return n
 	}
-	if n, ok := DefaultLaneLimits[name]; ok {
-		return n
+	return DefaultLaneLimits[name]
+}
+
+// lanePerTenant is how many slots of a global lane one tenant may hold; 0
+// is no cap of its own.
+func (e *Engine) lanePerTenant(name string) int {
+	if !e.isGlobalLane(name) {
+		return 0
 	}
-	return 1
+	return e.cfg.LanePerTenant[name]
+}
+
+// isGlobalLane reports whether the operator configured the lane (or it is
+// built in): such a lane is shared by all tenants.
+func (e *Engine) isGlobalLane(name string) bool {
+	if strings.HasPrefix(name, sessionLanePrefix) {
+		return false
+	}
+	if _, ok := e.cfg.LaneLimits[name]; ok {
+		return true
+	}
+	_, ok := DefaultLaneLimits[name]
+	return ok
 }
 
 // SessionLane is the name of the session lane of a thread key.
 func SessionLane(threadKey string) string { return sessionLanePrefix + threadKey }
 
-// laneKey is the (tenant, name) of a lane row: global lanes are shared by
-// all tenants (tenant ”), session lanes belong to the thread's tenant.
-func laneKey(tenantID, name string) (string, string) {
-	if strings.HasPrefix(name, sessionLanePrefix) {
-		return tenantID, name
+// laneKey is the (owner, name) of a lane row: global lanes are shared by
+// all tenants (owner ”), the others belong to the tenant.
+func (e *Engine) laneKey(tenantID, name string) (string, string) {
+	if e.isGlobalLane(name) {
+		return "", name
 	}
-	return "", name
+	return tenantID, name
 }
 
 // ensureLane creates the lane row on first use, with its configured limit,
@@ -120,13 +141,29 @@ func laneKey(tenantID, name string) (string, string) {
 // (a first use of a custom lane), and should that close a cycle PostgreSQL
 // reports a deadlock and the job or request is retried. Rows are never
 // deleted, so each process remembers the ones it has seen.
+//
+// A tenant's own lane is created only while the tenant owns fewer than
+// limits.lanesPerTenant of them; past that, the run gets a *LimitError.
 func (e *Engine) ensureLane(ctx context.Context, db dbsqlc.DBTX, tenantID, name string) error {
-	tenant, key := laneKey(tenantID, name)
-	if _, ok := e.lanesKnown.Load(tenant + "\x00" + key); ok {
+	owner, key := e.laneKey(tenantID, name)
+	if _, ok := e.lanesKnown.Load(owner + "\x00" + key); ok {
 		return nil
 	}
-	if err := e.q.LaneEnsure(ctx, db, &dbsqlc.LaneEnsureParams{TenantID: tenant, Name: key, MaxConcurrent: int32(e.laneLimit(key))}); err != nil {
+	if owner == "" || strings.HasPrefix(key, sessionLanePrefix) {
+		if err := e.q.LaneEnsure(ctx, db, &dbsqlc.LaneEnsureParams{TenantID: owner, Name: key,
+			MaxConcurrent: int32(e.laneLimit(key)), PerTenant: int32(e.lanePerTenant(key))}); err != nil {
+			return fmt.Errorf("creating lane %s: %w", name, err)
+		}
+		return nil
+	}
+	max := e.cfg.Limits.LanesPerTenant
+	exists, err := e.q.LaneEnsureOwned(ctx, db, &dbsqlc.LaneEnsureOwnedParams{TenantID: owner, Name: key,
+		MaxConcurrent: int32(e.laneLimit(key)), MaxLanes: int32(max)})
+	if err != nil {
 		return fmt.Errorf("creating lane %s: %w", name, err)
+	}
+	if !exists {
+		return &workflow.LimitError{Field: "lane " + key, Limit: "limits.lanesPerTenant", Max: int64(max), Got: int64(max + 1)}
 	}
 	return nil
 }
@@ -144,7 +181,7 @@ func (e *Engine) ensureLane(ctx context.Context, db dbsqlc.DBTX, tenantID, name 
 // whose callers fall back to a lane.dispatch job, which waits and so
 // repairs it.
 func (e *Engine) lockLane(ctx context.Context, tx pgx.Tx, tenantID, name string, wait bool) (*dbsqlc.Lane, bool, error) {
-	tenant, key := laneKey(tenantID, name)
+	tenant, key := e.laneKey(tenantID, name)
 	for attempt := 0; attempt < 3; attempt++ {
 		var l *dbsqlc.Lane
 		var err error
@@ -155,11 +192,12 @@ func (e *Engine) lockLane(ctx context.Context, tx pgx.Tx, tenantID, name string,
 		}
 		if err == nil {
 			e.lanesKnown.Store(tenant+"\x00"+key, true)
-			if limit := int32(e.laneLimit(key)); l.MaxConcurrent != limit {
-				if err := e.q.LaneSetLimit(ctx, tx, &dbsqlc.LaneSetLimitParams{TenantID: tenant, Name: key, MaxConcurrent: limit}); err != nil {
+			limit, perTenant := int32(e.laneLimit(key)), int32(e.lanePerTenant(key))
+			if l.MaxConcurrent != limit || l.PerTenant != perTenant {
+				if err := e.q.LaneSetLimit(ctx, tx, &dbsqlc.LaneSetLimitParams{TenantID: tenant, Name: key, MaxConcurrent: limit, PerTenant: perTenant}); err != nil {
 					return nil, false, fmt.Errorf("storing limit of lane %s: %w", key, err)
 				}
-				l.MaxConcurrent = limit
+				l.MaxConcurrent, l.PerTenant = limit, perTenant
 			}
 			return l, true, nil
 		}
@@ -194,56 +232,60 @@ type admission struct {
 }
 
 // admitLocked admits pending executions of a lane whose row the caller
-// holds, oldest first (resumed ones ahead), while the lane has room and
-// each candidate's session is free. waitSession says the caller took its
-// locks in order and may wait for session rows. The execution whose id is
-// inline, if admitted, gets no step job: its caller runs its first step in
-// this transaction.
+// holds while the lane has room, fairly across tenants (see "Fair
+// admission"), each tenant's oldest first (resumed ones ahead), and each
+// candidate's session free. waitSession says the caller took its locks in
+// order and may wait for session rows. The execution whose id is inline,
+// if admitted, gets no step job: its caller runs its first step in this
+// transaction.
 func (e *Engine) admitLocked(ctx context.Context, tx pgx.Tx, l *dbsqlc.Lane, waitSession bool, inline int64) (admission, error) {
 	var out admission
-	running, err := e.q.LaneCountRunning(ctx, tx, l.Name)
+	running, err := e.laneRunning(ctx, tx, l)
 	if err != nil {
-		return out, fmt.Errorf("counting running executions of lane %s: %w", l.Name, err)
+		return out, err
 	}
 	free := int(l.MaxConcurrent) - int(running)
 	if free <= 0 {
 		return out, nil
 	}
-	cands, err := e.q.LanePendingCandidates(ctx, tx, &dbsqlc.LanePendingCandidatesParams{Lane: l.Name, Max: int32(free*4 + 32)})
+	cands, err := e.q.LaneFairCandidates(ctx, tx, &dbsqlc.LaneFairCandidatesParams{
+		Lane: l.Name, Owner: l.TenantID, PerTenant: int32(free), MaxTenants: maxFairTenants})
 	if err != nil {
 		return out, fmt.Errorf("reading pending executions of lane %s: %w", l.Name, err)
 	}
+	queues := tenantQueues(cands)
 	busy := map[string]bool{}
-	for _, c := range cands {
-		if free == 0 {
+	for free > 0 {
+		q := nextFair(queues, int(l.PerTenant))
+		if q == nil {
 			break
 		}
+		c := q.heads[0]
+		q.heads = q.heads[1:]
 		if !c.Locked {
-			// Another transaction holds this run: admitting the ones after
-			// it would jump the queue (FIFO). A later round, or the dispatch
-			// job that retry asks for, takes it.
+			// Another transaction holds this run: admitting this tenant's
+			// later ones would jump its queue (FIFO). A later round, or the
+			// dispatch job that retry asks for, takes it.
 			out.retry = true
-			break
+			q.heads = nil
+			continue
 		}
 		if c.SessionKey != nil {
-			key := *c.TenantID + "\x00" + *c.SessionKey
+			key := c.TenantID + "\x00" + *c.SessionKey
 			if busy[key] {
 				continue
 			}
-			ok, err := e.sessionHasRoom(ctx, tx, *c.TenantID, *c.SessionKey, waitSession)
+			ok, err := e.sessionHasRoom(ctx, tx, c.TenantID, *c.SessionKey, waitSession)
 			if err != nil {
 				return out, err
 			}
+			busy[key] = true // one admission per session and round
 			if !ok.locked {
 				out.retry = true
-				busy[key] = true
+			}
+			if !ok.locked || !ok.room {
 				continue
 			}
-			if !ok.room {
-				busy[key] = true
-				continue
-			}
-			busy[key] = true // one admission per session and round
 		}
 		row, err := e.q.ExecutionAdmit(ctx, tx, c.ID)
 		if err != nil {
@@ -255,6 +297,7 @@ func (e *Engine) admitLocked(ctx context.Context, tx pgx.Tx, l *dbsqlc.Lane, wai
 			}
 		}
 		out.admitted = append(out.admitted, row)
+		q.running++
 		free--
 	}
 	return out, nil
@@ -301,26 +344,29 @@ func (e *Engine) startAdmitted(ctx context.Context, tx pgx.Tx, row *dbsqlc.Agent
 // thread and execution rows: inline when the lane row is free, else through
 // a lane.dispatch job (see the lock-order note above). It returns what it
 // admitted inline.
-func (e *Engine) admitSoon(ctx context.Context, tx pgx.Tx, lane string, inline int64) ([]*dbsqlc.AgentExecution, error) {
-	l, ok, err := e.lockLane(ctx, tx, "", lane, false)
+func (e *Engine) admitSoon(ctx context.Context, tx pgx.Tx, tenantID, lane string, inline int64) ([]*dbsqlc.AgentExecution, error) {
+	owner, name := e.laneKey(tenantID, lane)
+	l, ok, err := e.lockLane(ctx, tx, owner, name, false)
 	if err != nil {
 		return nil, err
 	}
 	if !ok {
-		return nil, e.insertDispatch(ctx, tx, lane)
+		return nil, e.insertDispatch(ctx, tx, owner, name)
 	}
 	res, err := e.admitLocked(ctx, tx, l, false, inline)
 	if err != nil {
 		return nil, err
 	}
 	if res.retry {
-		return res.admitted, e.insertDispatch(ctx, tx, lane)
+		return res.admitted, e.insertDispatch(ctx, tx, owner, name)
 	}
 	return res.admitted, nil
 }
 
-func (e *Engine) insertDispatch(ctx context.Context, tx pgx.Tx, lane string) error {
-	if err := e.jobs.InsertLaneDispatch(ctx, tx, lane); err != nil {
+// insertDispatch enqueues a lane.dispatch job for the lane row (owner,
+// lane).
+func (e *Engine) insertDispatch(ctx context.Context, tx pgx.Tx, owner, lane string) error {
+	if err := e.jobs.InsertLaneDispatch(ctx, tx, owner, lane); err != nil {
 		return fmt.Errorf("enqueueing lane.dispatch for %s: %w", lane, err)
 	}
 	return nil
@@ -328,23 +374,23 @@ func (e *Engine) insertDispatch(ctx context.Context, tx pgx.Tx, lane string) err
 
 // armDispatch enqueues a lane.dispatch job unless one is pending; the
 // caller holds the lane row.
-func (e *Engine) armDispatch(ctx context.Context, tx pgx.Tx, lane string) error {
-	_, err := e.q.LaneArmDispatch(ctx, tx, lane)
+func (e *Engine) armDispatch(ctx context.Context, tx pgx.Tx, owner, lane string) error {
+	_, err := e.q.LaneArmDispatch(ctx, tx, &dbsqlc.LaneArmDispatchParams{Owner: owner, Name: lane})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("arming lane.dispatch: %w", err)
 	}
-	return e.insertDispatch(ctx, tx, lane)
+	return e.insertDispatch(ctx, tx, owner, lane)
 }
 
-// DispatchLane is the lane.dispatch job: it takes the lane row in order,
-// admits what fits, clears the dispatch flag and completes the job, all in
-// one transaction.
-func (e *Engine) DispatchLane(ctx context.Context, lane string, complete CompleteFunc) error {
+// DispatchLane is the lane.dispatch job of the lane row (owner, lane): it
+// takes the row in order, admits what fits, clears the dispatch flag and
+// completes the job, all in one transaction.
+func (e *Engine) DispatchLane(ctx context.Context, owner, lane string, complete CompleteFunc) error {
 	return e.WithTx(ctx, func(tx pgx.Tx) error {
-		l, _, err := e.lockLane(ctx, tx, "", lane, true)
+		l, _, err := e.lockLane(ctx, tx, owner, lane, true)
 		if err != nil {
 			return err
 		}
@@ -352,13 +398,13 @@ func (e *Engine) DispatchLane(ctx context.Context, lane string, complete Complet
 		if err != nil {
 			return err
 		}
-		if err := e.q.LaneDisarmDispatch(ctx, tx, lane); err != nil {
+		if err := e.q.LaneDisarmDispatch(ctx, tx, &dbsqlc.LaneDisarmDispatchParams{Owner: l.TenantID, Name: l.Name}); err != nil {
 			return fmt.Errorf("disarming lane.dispatch: %w", err)
 		}
 		if res.retry {
 			// The head of the lane was held by another transaction: look
 			// again shortly.
-			if err := e.jobs.InsertLaneDispatchAt(ctx, tx, lane, time.Now().Add(dispatchRetryDelay)); err != nil {
+			if err := e.jobs.InsertLaneDispatchAt(ctx, tx, l.TenantID, l.Name, time.Now().Add(dispatchRetryDelay)); err != nil {
 				return fmt.Errorf("re-enqueueing lane.dispatch: %w", err)
 			}
 		}
@@ -371,22 +417,22 @@ func (e *Engine) DispatchLane(ctx context.Context, lane string, complete Complet
 // lost, and re-arms the flushes of idle sessions with queued inbound
 // messages. It is the periodic safety net; the inline paths do the work.
 func (e *Engine) SweepLanes(ctx context.Context) error {
-	names, err := e.q.LaneListNeedingDispatch(ctx, e.pool, &dbsqlc.LaneListNeedingDispatchParams{IdleSeconds: 1, RearmAfterSeconds: 60})
+	lanes, err := e.q.LaneListNeedingDispatch(ctx, e.pool, &dbsqlc.LaneListNeedingDispatchParams{IdleSeconds: 1, RearmAfterSeconds: 60})
 	if err != nil {
 		return fmt.Errorf("listing lanes to dispatch: %w", err)
 	}
-	for _, name := range names {
+	for _, l := range lanes {
 		err := e.WithTx(ctx, func(tx pgx.Tx) error {
-			if _, _, err := e.lockLane(ctx, tx, "", name, true); err != nil {
+			if _, _, err := e.lockLane(ctx, tx, l.Owner, l.Name, true); err != nil {
 				return err
 			}
-			if err := e.q.LaneDisarmDispatch(ctx, tx, name); err != nil {
+			if err := e.q.LaneDisarmDispatch(ctx, tx, &dbsqlc.LaneDisarmDispatchParams{Owner: l.Owner, Name: l.Name}); err != nil {
 				return err
 			}
-			return e.armDispatch(ctx, tx, name)
+			return e.armDispatch(ctx, tx, l.Owner, l.Name)
 		})
 		if err != nil {
-			return fmt.Errorf("arming dispatch of lane %s: %w", name, err)
+			return fmt.Errorf("arming dispatch of lane %s: %w", l.Name, err)
 		}
 	}
 	return e.sweepSessions(ctx)
@@ -402,7 +448,7 @@ func (e *Engine) enterLane(ctx context.Context, tx pgx.Tx, row *dbsqlc.AgentExec
 	if inline {
 		inlineID = row.ID
 	}
-	admitted, err := e.admitSoon(ctx, tx, row.Lane, inlineID)
+	admitted, err := e.admitSoon(ctx, tx, row.TenantID, row.Lane, inlineID)
 	if err != nil {
 		return nil, err
 	}
@@ -419,16 +465,15 @@ func (e *Engine) enterLane(ctx context.Context, tx pgx.Tx, row *dbsqlc.AgentExec
 // room: its step is enqueued) or goes to pending ahead of new work.
 func (e *Engine) admitResumed(ctx context.Context, tx pgx.Tx, row *dbsqlc.AgentExecution) (*dbsqlc.AgentExecution, error) {
 	room := false
-	l, ok, err := e.lockLane(ctx, tx, "", row.Lane, false)
+	l, ok, err := e.lockLane(ctx, tx, row.TenantID, row.Lane, false)
 	if err != nil {
 		return nil, err
 	}
 	if ok {
-		n, err := e.q.LaneCountRunning(ctx, tx, row.Lane)
+		room, err = e.laneRoomFor(ctx, tx, l, row.TenantID)
 		if err != nil {
-			return nil, fmt.Errorf("counting running executions of lane %s: %w", row.Lane, err)
+			return nil, err
 		}
-		room = int(n) <= int(l.MaxConcurrent) // n counts this execution
 		if room && row.SessionKey != nil {
 			sl, sok, err := e.lockLane(ctx, tx, row.TenantID, *row.SessionKey, false)
 			if err != nil {
@@ -459,16 +504,38 @@ func (e *Engine) admitResumed(ctx context.Context, tx pgx.Tx, row *dbsqlc.AgentE
 		"execution_id", row.ExecutionID, "tenant_id", row.TenantID, "lane", row.Lane)
 	if !ok {
 		// The lane row is held: whoever holds it may not see this one.
-		return out, e.insertDispatch(ctx, tx, row.Lane)
+		owner, name := e.laneKey(row.TenantID, row.Lane)
+		return out, e.insertDispatch(ctx, tx, owner, name)
 	}
 	return out, nil
+}
+
+// laneRoomFor reports, for a run of the tenant that is already counted as
+// running in lane l (whose row the caller holds), whether the lane and the
+// tenant's share of it have room for it.
+func (e *Engine) laneRoomFor(ctx context.Context, tx pgx.Tx, l *dbsqlc.Lane, tenantID string) (bool, error) {
+	n, err := e.laneRunning(ctx, tx, l)
+	if err != nil {
+		return false, err
+	}
+	if int(n) > int(l.MaxConcurrent) {
+		return false, nil
+	}
+	if l.PerTenant == 0 {
+		return true, nil
+	}
+	mine, err := e.q.LaneTenantRunning(ctx, tx, &dbsqlc.LaneTenantRunningParams{Lane: l.Name, TenantID: tenantID})
+	if err != nil {
+		return false, fmt.Errorf("counting the tenant's running executions of lane %s: %w", l.Name, err)
+	}
+	return int(mine) <= int(l.PerTenant), nil
 }
 
 // slotFreed runs in the transaction of every transition out of running
 // (finalize, entering a wait): it admits the lane's next runs and hands the
 // session's inbound work on.
 func (e *Engine) slotFreed(ctx context.Context, tx pgx.Tx, row *dbsqlc.AgentExecution) error {
-	if _, err := e.admitSoon(ctx, tx, row.Lane, 0); err != nil {
+	if _, err := e.admitSoon(ctx, tx, row.TenantID, row.Lane, 0); err != nil {
 		return err
 	}
 	if row.SessionKey != nil {
@@ -481,14 +548,18 @@ func (e *Engine) slotFreed(ctx context.Context, tx pgx.Tx, row *dbsqlc.AgentExec
 type LaneStatus struct {
 	Lane          string `json:"lane"`
 	MaxConcurrent int    `json:"max_concurrent"`
-	Running       int    `json:"running"`
-	Pending       int    `json:"pending"`
+	// PerTenant is how many of a global lane's slots one tenant may hold;
+	// 0 is no cap of its own.
+	PerTenant int `json:"per_tenant"`
+	Running   int `json:"running"`
+	Pending   int `json:"pending"`
 	// OldestPendingAgeMS is nil when nothing is pending.
 	OldestPendingAgeMS *int64 `json:"oldest_pending_age_ms"`
 }
 
-// ListLanes returns the lanes' occupancy (monitor_lanes): the global lanes
-// (counts over all tenants) and the tenant's session lanes with work.
+// ListLanes returns a tenant's view of the lanes: the global lanes with the
+// tenant's own running and pending runs in them (never other tenants'),
+// and the tenant's own lanes and session lanes with work.
 func (e *Engine) ListLanes(ctx context.Context, db dbsqlc.DBTX, tenantID string) ([]LaneStatus, error) {
 	for name := range e.configuredLanes() {
 		if err := e.ensureLane(ctx, db, "", name); err != nil {
@@ -501,7 +572,7 @@ func (e *Engine) ListLanes(ctx context.Context, db dbsqlc.DBTX, tenantID string)
 	}
 	out := make([]LaneStatus, 0, len(rows))
 	for _, r := range rows {
-		l := LaneStatus{Lane: r.Lane, MaxConcurrent: int(r.MaxConcurrent), Running: int(r.Running), Pending: int(r.Pending)}
+		l := LaneStatus{Lane: r.Lane, MaxConcurrent: int(r.MaxConcurrent), PerTenant: int(r.PerTenant), Running: int(r.Running), Pending: int(r.Pending)}
 		if r.Pending > 0 {
 			age := r.OldestPendingAgeMs
 			l.OldestPendingAgeMS = &age

@@ -32,13 +32,21 @@ func taskWorkflow(id, tool string) string {
 // laneProcess is one "process": its own pool, engine and River client.
 func laneProcess(t *testing.T, dbURL string, limits map[string]int, tools *engine.Tools) *engine.Engine {
 	t.Helper()
-	cfg, err := pgxpool.ParseConfig(dbURL)
+	return laneProcessWith(t, dbURL, engine.Config{LaneLimits: limits, Tools: tools})
+}
+
+// laneProcessWith is laneProcess with the engine configured by cfg (its
+// pool and channel are set here).
+func laneProcessWith(t *testing.T, dbURL string, cfg engine.Config) *engine.Engine {
+	t.Helper()
+	poolCfg, err := pgxpool.ParseConfig(dbURL)
 	require.NoError(t, err)
-	cfg.MaxConns = 8
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	poolCfg.MaxConns = 8
+	pool, err := pgxpool.NewWithConfig(context.Background(), poolCfg)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
-	eng, err := engine.New(engine.Config{Pool: pool, Tools: tools, Channel: &engine.MemoryChannel{}, LaneLimits: limits})
+	cfg.Pool, cfg.Channel = pool, &engine.MemoryChannel{}
+	eng, err := engine.New(cfg)
 	require.NoError(t, err)
 	client, err := jobs.NewClient(pool, jobs.Config{Engine: eng, Workers: 16})
 	require.NoError(t, err)

@@ -121,9 +121,10 @@ func (e *Engine) StartExecution(ctx context.Context, tx pgx.Tx, p StartParams) (
 	// Such a start does not wait for its lane row
 	// first: it needs the row only when the lane is full or has a queue, and
 	// then it is pending anyway.
-	settles := inline && p.SessionKey == "" && def.FirstStepSettles(e.cfg.MaxNodesPerStep)
+	// A tenant's own lanes (limit 1) always go through admission.
+	settles := inline && p.SessionKey == "" && e.isGlobalLane(lane) && def.FirstStepSettles(e.cfg.MaxNodesPerStep)
 	if p.LaneFirst && !settles {
-		if _, _, err := e.lockLane(ctx, tx, "", lane, true); err != nil {
+		if _, _, err := e.lockLane(ctx, tx, p.TenantID, lane, true); err != nil {
 			return nil, err
 		}
 	}
@@ -220,7 +221,8 @@ func (e *Engine) StartExecution(ctx context.Context, tx pgx.Tx, p StartParams) (
 	if err := run.writeNewThreadLock(ctx); err != nil {
 		return nil, err
 	}
-	run.events.after.report(e.metrics) // the caller commits tx
+	observed := run.events.after
+	afterCommit(tx, func() { observed.report(e.metrics) })
 	if run.last != nil {
 		return executionFromRow(run.last, threadKey, nil, nil), nil
 	}
@@ -338,8 +340,7 @@ func (e *Engine) CancelTx(ctx context.Context, tx pgx.Tx, tenantID, executionID,
 		if err := e.cancelWaitedChild(ctx, tx, cur, fmt.Sprintf("parent execution %s was cancelled", executionID)); err != nil {
 			return err
 		}
-		// The caller owns tx and commits it: report now.
-		events.after.report(e.metrics)
+		afterCommit(tx, func() { events.after.report(e.metrics) })
 		out, err = e.GetExecution(ctx, tx, tenantID, executionID)
 		return err
 	}()

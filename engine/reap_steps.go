@@ -79,6 +79,7 @@ func (e *Engine) ReapSteps(ctx context.Context) (StepReap, error) {
 func (e *Engine) rescueStep(ctx context.Context, r *dbsqlc.ExecutionListStrandedRow) (recovered, failed bool, err error) {
 	var events *eventLog
 	err = e.WithTx(ctx, func(tx pgx.Tx) error {
+		events, recovered, failed = nil, false, false // WithTx may run this again
 		// The thread first, then the execution (DESIGN.md, "Lock order").
 		if _, err := e.lockThread(ctx, tx, r.ThreadID); err != nil {
 			return err

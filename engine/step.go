@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -71,7 +72,10 @@ func (e *Engine) RunStepAttempt(ctx context.Context, executionID, stepSeq int64,
 		}
 	}
 	var run *stepRun
+	called := pre
 	err = e.WithTx(ctx, func(tx pgx.Tx) error {
+		// WithTx may run this again: start from what the call returned.
+		run, pre = nil, called
 		// The thread first, then the execution (DESIGN.md, "Lock order").
 		thread, err := e.lockThread(ctx, tx, snap.ThreadID)
 		if err != nil {
@@ -191,6 +195,9 @@ func newStepRun(e *Engine, tx pgx.Tx, def *workflow.Definition, row *dbsqlc.Agen
 // stepFailure fails the execution at a node.
 type stepFailure struct {
 	code, message, nodeID string
+	// logMessage, when set, is the full error for the server log; message
+	// (what the tenant reads) leaves parts of it out.
+	logMessage string
 	// details become the execution's error_details; nil for failures that
 	// are not worth retrying.
 	details map[string]any
@@ -505,7 +512,7 @@ func (r *stepRun) complete(ctx context.Context, node *workflow.Node) error {
 
 // fail ends the execution as failed at a node.
 func (r *stepRun) fail(ctx context.Context, f *stepFailure) error {
-	r.e.WarnContext(ctx, "step failed", append(r.logAttrs(), "node_id", f.nodeID, "error_code", f.code, "error", f.message)...)
+	r.e.WarnContext(ctx, "step failed", append(r.logAttrs(), "node_id", f.nodeID, "error_code", f.code, "error", cmp.Or(f.logMessage, f.message))...)
 	var details json.RawMessage
 	if f.details != nil {
 		details = mustJSON(f.details)

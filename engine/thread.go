@@ -203,18 +203,29 @@ func (e *Engine) ListLocks(ctx context.Context, db dbsqlc.DBTX, tenantID string,
 	return out, nil
 }
 
-// CleanupStaleLocks clears stale and orphan locks (cleanup_stale_locks())
-// and wakes their drains, in db's transaction. It returns the cleared
-// threads of the tenant.
+// CleanupStaleLocks clears the tenant's stale and orphan locks (the rule
+// of cleanup_stale_locks(), for one tenant) and arms their threads' drains,
+// in tx. It returns the cleared threads. Other tenants' locks are left to
+// them and to the periodic reaper (ReapLocks).
 func (e *Engine) CleanupStaleLocks(ctx context.Context, tx pgx.Tx, tenantID string) ([]string, error) {
-	cleared, err := e.cleanupStaleLocks(ctx, tx)
+	rows, err := e.q.ThreadCleanupStaleLocksByTenant(ctx, tx, &dbsqlc.ThreadCleanupStaleLocksByTenantParams{
+		TenantID: tenantID, LockTimeoutSeconds: e.cfg.LockTimeout.Seconds(),
+	})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("cleaning up stale locks: %w", err)
 	}
-	if cleared[tenantID] == nil {
-		return []string{}, nil
+	cleared := make([]string, 0, len(rows))
+	for _, r := range rows {
+		e.WarnContext(ctx, "Thread lock is stale, clearing", "thread_id", r.ThreadID, "tenant_id", tenantID)
+		if err := e.q.ThreadForceRearmDrain(ctx, tx, r.ID); err != nil {
+			return nil, fmt.Errorf("arming drain: %w", err)
+		}
+		if err := e.jobs.InsertDrain(ctx, tx, r.ID); err != nil {
+			return nil, fmt.Errorf("enqueueing drain: %w", err)
+		}
+		cleared = append(cleared, r.ThreadID)
 	}
-	return cleared[tenantID], nil
+	return cleared, nil
 }
 
 // ensureThread returns the thread named threadKey, created on first use (on

@@ -69,11 +69,14 @@ func (t *toolResult) failure(node *workflow.Node) *stepFailure {
 	if t.err.HTTPStatus != 0 {
 		details["http_status"] = t.err.HTTPStatus
 	}
-	msg := fmt.Sprintf("tool %s failed at step %s: %v", node.Task, node.ID, t.err.Err)
+	// The tenant reads the error without the tool's addresses; the server
+	// log has it whole.
+	prefix := fmt.Sprintf("tool %s failed at step %s: ", node.Task, node.ID)
 	if t.attempt > 1 {
-		msg = fmt.Sprintf("tool %s failed at step %s after %d attempts: %v", node.Task, node.ID, t.attempt, t.err.Err)
+		prefix = fmt.Sprintf("tool %s failed at step %s after %d attempts: ", node.Task, node.ID, t.attempt)
 	}
-	return &stepFailure{code: t.err.code(), message: msg, nodeID: node.ID, details: details}
+	return &stepFailure{code: t.err.code(), message: prefix + t.err.tenantMessage(), logMessage: prefix + t.err.Err.Error(),
+		nodeID: node.ID, details: details}
 }
 
 // toolTimeout is the node's timeout_ms, else the workflow's
@@ -162,6 +165,7 @@ func (e *Engine) scheduleRetry(ctx context.Context, x *dbsqlc.AgentExecution, no
 	delay := res.retryDelay()
 	won := false
 	err := e.WithTx(ctx, func(tx pgx.Tx) error {
+		won = false // WithTx may run this again
 		row, err := e.q.ExecutionToolRetry(ctx, tx, &dbsqlc.ExecutionToolRetryParams{ID: x.ID, StepSeq: x.StepSeq, NodeAttempt: x.NodeAttempt})
 		if err != nil {
 			if errors.Is(err, pgx.ErrNoRows) {
@@ -174,7 +178,7 @@ func (e *Engine) scheduleRetry(ctx context.Context, x *dbsqlc.AgentExecution, no
 		payload := map[string]any{
 			"step_id": node.ID, "tool_id": node.Task, "attempt": res.attempt, "next_attempt": res.attempt + 1,
 			"max_retries": res.policy.Max, "retry_after_ms": delay.Milliseconds(), "error_type": string(res.err.Class),
-			"error": res.err.Err.Error(),
+			"error": res.err.tenantMessage(),
 		}
 		if res.err.HTTPStatus != 0 {
 			payload["http_status"] = res.err.HTTPStatus
@@ -225,10 +229,11 @@ func (e *Engine) pauseForBreaker(ctx context.Context, x *dbsqlc.AgentExecution, 
 		if err := events.write(ctx, e.q, tx); err != nil {
 			return err
 		}
-		if _, err := e.admitSoon(ctx, tx, row.Lane, 0); err != nil {
+		if _, err := e.admitSoon(ctx, tx, row.TenantID, row.Lane, 0); err != nil {
 			return err
 		}
-		if err := e.jobs.InsertLaneDispatchAt(ctx, tx, row.Lane, notBefore); err != nil {
+		laneOwner, laneName := e.laneKey(row.TenantID, row.Lane)
+		if err := e.jobs.InsertLaneDispatchAt(ctx, tx, laneOwner, laneName, notBefore); err != nil {
 			return fmt.Errorf("scheduling the lane's dispatch: %w", err)
 		}
 		e.WarnContext(ctx, msg, "execution_id", x.ExecutionID, "tenant_id", x.TenantID, "node_id", node.ID, "tool_id", node.Task, "lane", row.Lane)

@@ -1,8 +1,14 @@
 package engine
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"net"
+	"net/url"
+	"regexp"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/batonrun/baton/engine/workflow"
@@ -65,6 +71,75 @@ func (e *ToolError) Error() string {
 }
 
 func (e *ToolError) Unwrap() error { return e.Err }
+
+// tenantMessage is the error's text as a tenant reads it (in the
+// execution's error and in workflow.step_retry events): the addresses of
+// what the tool connected to — URLs, host:port pairs, the names it looked
+// up — are replaced by <url> and <address>. The full text stays in
+// Error(), for the server log.
+func (e *ToolError) tenantMessage() string { return redactAddresses(e.Err) }
+
+var (
+	// urlPattern is any absolute URL in an error's text.
+	urlPattern = regexp.MustCompile(`[A-Za-z][A-Za-z0-9+.\-]*://[^\s"'<>]+`)
+	// hostPortPattern is an IPv4 or bracketed IPv6 address with a port.
+	hostPortPattern = regexp.MustCompile(`\b\d{1,3}(?:\.\d{1,3}){3}:\d{1,5}\b|\[[0-9A-Fa-f:.]+\](?::\d{1,5})?`)
+	// lookupPattern is a name lookup in a resolver's message.
+	lookupPattern = regexp.MustCompile(`\blookup [^\s:]+`)
+)
+
+// redactAddresses returns err's text without the addresses its chain names:
+// the URLs of *url.Error, the local and remote addresses of *net.OpError,
+// the name and server of *net.DNSError, and then any URL, IP:port or name
+// lookup left in the text (a Go tool's own message, an error flattened with
+// %v, a tool's answer quoted in it).
+func redactAddresses(err error) string {
+	if err == nil {
+		return ""
+	}
+	msg := err.Error()
+	type replacement struct{ old, new string }
+	var found []replacement
+	var walk func(error)
+	walk = func(err error) {
+		switch e := err.(type) {
+		case *url.Error:
+			found = append(found, replacement{e.URL, "<url>"})
+		case *net.OpError:
+			for _, a := range []net.Addr{e.Source, e.Addr} {
+				if a != nil {
+					found = append(found, replacement{a.String(), "<address>"})
+				}
+			}
+		case *net.DNSError:
+			found = append(found, replacement{"lookup " + e.Name, "lookup <address>"})
+			if e.Server != "" {
+				found = append(found, replacement{" on " + e.Server, ""})
+			}
+		}
+		switch u := err.(type) {
+		case interface{ Unwrap() error }:
+			if next := u.Unwrap(); next != nil {
+				walk(next)
+			}
+		case interface{ Unwrap() []error }:
+			for _, next := range u.Unwrap() {
+				walk(next)
+			}
+		}
+	}
+	walk(err)
+	// Longest first, so that a URL goes before the host:port inside it.
+	slices.SortFunc(found, func(a, b replacement) int { return cmp.Compare(len(b.old), len(a.old)) })
+	for _, r := range found {
+		if r.old != "" {
+			msg = strings.ReplaceAll(msg, r.old, r.new)
+		}
+	}
+	msg = urlPattern.ReplaceAllString(msg, "<url>")
+	msg = lookupPattern.ReplaceAllString(msg, "lookup <address>")
+	return hostPortPattern.ReplaceAllString(msg, "<address>")
+}
 
 // Retryable reports whether the class is retried.
 func (c ToolErrorClass) Retryable() bool {

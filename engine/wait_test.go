@@ -189,10 +189,16 @@ func TestDelayContinuesAtItsTime(t *testing.T) {
 	x := b.start(t, engine.StartParams{WorkflowID: "delay"})
 	at := time.Now().Add(1500 * time.Millisecond).UTC().Format(time.RFC3339Nano)
 	y := b.start(t, engine.StartParams{WorkflowID: "until", Input: map[string]any{"at": at}})
+	// Both waits are seen first: watching one run to its end could let the
+	// other's short wait pass unseen on a loaded machine.
+	var waits []*engine.Execution
 	for _, id := range []string{x.ExecutionID, y.ExecutionID} {
 		w := b.waitFor(t, id, waiting)
 		require.Equal(t, "delay", *w.WaitingFor)
-		done := b.waitFor(t, id, terminal)
+		waits = append(waits, w)
+	}
+	for _, w := range waits {
+		done := b.waitFor(t, w.ExecutionID, terminal)
 		require.Equal(t, engine.StatusCompleted, done.Status)
 		require.Equal(t, false, done.Variables["timedOut"])
 		require.False(t, done.CompletedAt.Before(*w.WaitingUntil))

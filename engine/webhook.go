@@ -8,22 +8,32 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 )
 
 // WebhookChannel delivers each outbound message as a signed HTTP POST. The
-// body is JSON; X-Baton-Signature is "sha256=" and the hex HMAC-SHA256 of
-// the body under Secret; X-Baton-Message-ID is the message's stable id, on
-// which the receiver dedupes (delivery is at least once). Any answer but 2xx
-// is a failure: the thread's delivery stops there and is retried with
-// backoff, so later messages never overtake it.
+// body is JSON; X-Baton-Signature is "t=<unix>,v1=<hex HMAC-SHA256 of
+// "<t>.<body>">" under Secret (SignatureHeader, VerifySignature), signed
+// afresh on every attempt; X-Baton-Message-ID is the message's stable id,
+// on which the receiver dedupes (delivery is at least once). Any answer but
+// 2xx is a failure, a redirect included (it is never followed): the
+// thread's delivery stops there and is retried with backoff, so later
+// messages never overtake it.
 type WebhookChannel struct {
 	// URL receives the POSTs. Required.
 	URL string
-	// Secret signs the bodies. Empty sends no signature.
+	// Secret signs the bodies. Empty (the default) sends no signature;
+	// `baton serve` requires MinSecretBytes.
 	Secret []byte
-	// Client sends the requests. Nil means a client with a 10 s timeout.
+	// Client sends the requests. Nil (the default) means NewOutboundClient
+	// with a 10 s timeout that connects to URL's host and port only and
+	// follows no redirect. A client given here is used as is.
 	Client *http.Client
+
+	once   sync.Once
+	client *http.Client
+	err    error
 }
 
 var _ ChannelAdapter = (*WebhookChannel)(nil)
@@ -57,11 +67,11 @@ func (c *WebhookChannel) Deliver(ctx context.Context, msg OutboundMessage) error
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("X-Baton-Message-ID", id)
 	if len(c.Secret) > 0 {
-		req.Header.Set("X-Baton-Signature", Sign(c.Secret, body))
+		req.Header.Set(SignatureHeader, Sign(c.Secret, time.Now(), body))
 	}
-	client := c.Client
-	if client == nil {
-		client = &http.Client{Timeout: 10 * time.Second}
+	client, err := c.httpClient()
+	if err != nil {
+		return err
 	}
 	resp, err := client.Do(req)
 	if err != nil {
@@ -73,4 +83,21 @@ func (c *WebhookChannel) Deliver(ctx context.Context, msg OutboundMessage) error
 		return fmt.Errorf("posting message %s: the webhook answered %d", id, resp.StatusCode)
 	}
 	return nil
+}
+
+// httpClient returns Client, else the channel's own outbound client, built
+// once.
+func (c *WebhookChannel) httpClient() (*http.Client, error) {
+	if c.Client != nil {
+		return c.Client, nil
+	}
+	c.once.Do(func() {
+		allow, err := AllowListOfURL(c.URL)
+		if err != nil {
+			c.err = fmt.Errorf("webhook channel url: %w", err)
+			return
+		}
+		c.client = NewOutboundClient(allow, 10*time.Second)
+	})
+	return c.client, c.err
 }

@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -22,7 +23,7 @@ import (
 // (after dedupe by message id), verified, and in order.
 func TestWebhookChannelRetriesWithoutReordering(t *testing.T) {
 	t.Parallel()
-	secret := []byte("hook-secret")
+	secret := []byte("webhook-secret-of-32-bytes-long!")
 	var (
 		mu       sync.Mutex
 		received []string
@@ -35,7 +36,7 @@ func TestWebhookChannelRetriesWithoutReordering(t *testing.T) {
 			http.Error(w, "down for maintenance", http.StatusServiceUnavailable)
 			return
 		}
-		if r.Header.Get("X-Baton-Signature") != engine.Sign(secret, body) {
+		if engine.VerifySignature(secret, r.Header.Get(engine.SignatureHeader), body, 0, time.Now()) != nil {
 			http.Error(w, "bad signature", http.StatusUnauthorized)
 			return
 		}
@@ -89,4 +90,65 @@ func TestWebhookChannelRetriesWithoutReordering(t *testing.T) {
 	}, 10*time.Second, 20*time.Millisecond)
 	require.Equal(t, 4, countRows(t, pool, `SELECT attempts FROM thread_message WHERE body = 'uno'`),
 		"the first message carried the failed attempts")
+}
+
+// A webhook channel follows no redirect (301, 302, 307, 308) to a port or a
+// host other than its URL's: the delivery fails (and is retried by its
+// thread), the target gets nothing, and the POST it did send is signed.
+func TestWebhookChannelRedirectNotFollowed(t *testing.T) {
+	t.Parallel()
+	secret := []byte("webhook-secret-of-32-bytes-long!")
+	target := newCountingServer(t, nil)
+	var (
+		mu     sync.Mutex
+		code   int
+		to     string
+		badSig int
+	)
+	hook := newCountingServer(t, func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		defer mu.Unlock()
+		if engine.VerifySignature(secret, r.Header.Get(engine.SignatureHeader), body, 0, time.Now()) != nil {
+			badSig++
+		}
+		http.Redirect(w, r, to, code)
+	})
+	ch := &engine.WebhookChannel{URL: hook.URL + "/outbound", Secret: secret}
+	msg := engine.OutboundMessage{ID: 7, TenantID: "tenant-hook", ThreadID: "t", Channel: "whatsapp", Contact: "+5215550000", Body: "hola", CreatedAt: time.Now()}
+	sent := 0
+	for _, c := range []int{301, 302, 307, 308} {
+		for _, loc := range []string{
+			"http://127.0.0.1:" + target.port() + "/stolen", // the URL's host, another port
+			"http://localhost:" + target.port() + "/stolen", // another host
+		} {
+			mu.Lock()
+			code, to = c, loc
+			mu.Unlock()
+			err := ch.Deliver(context.Background(), msg)
+			require.ErrorContains(t, err, fmt.Sprintf("answered %d", c))
+			sent++
+		}
+	}
+	require.Zero(t, target.requests.Load())
+	require.Equal(t, int32(sent), hook.requests.Load())
+	mu.Lock()
+	defer mu.Unlock()
+	require.Zero(t, badSig)
+}
+
+// A webhook channel connects to its URL's host and port only.
+func TestWebhookChannelDialsOnlyItsURL(t *testing.T) {
+	t.Parallel()
+	hook := newCountingServer(t, nil)
+	ch := &engine.WebhookChannel{URL: hook.URL, Secret: []byte("webhook-secret-of-32-bytes-long!")}
+	require.NoError(t, ch.Deliver(context.Background(), engine.OutboundMessage{ID: 1, Body: "hola"}))
+	require.Equal(t, int32(1), hook.requests.Load())
+
+	// Its client is built from URL once: a request anywhere else is refused
+	// at the dial.
+	other := newCountingServer(t, nil)
+	ch.URL = other.URL
+	require.ErrorIs(t, ch.Deliver(context.Background(), engine.OutboundMessage{ID: 2, Body: "hola"}), engine.ErrOutboundRefused)
+	require.Zero(t, other.requests.Load())
 }

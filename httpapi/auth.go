@@ -18,6 +18,84 @@ const (
 	ScopeMonitorWrite   = "monitor:write"
 )
 
+// MinJWTSecretBytes is the shortest HS256 secret Baton verifies tokens
+// with: 32 bytes, the size of the HMAC-SHA256 output (RFC 7518, 3.2). A
+// shorter secret can be guessed offline from any one token.
+const MinJWTSecretBytes = 32
+
+// DefaultMaxTokenLifetime is TokenPolicy.MaxLifetime's default: 30 days.
+const DefaultMaxTokenLifetime = 30 * 24 * time.Hour
+
+// TokenPolicy is what an API token must satisfy besides a valid HS256
+// signature and an exp claim in the future.
+type TokenPolicy struct {
+	// MaxLifetime is the longest a token may live: a token whose exp is
+	// further than that from its iat, or from now, is refused. Zero means
+	// DefaultMaxTokenLifetime (30 days).
+	MaxLifetime time.Duration
+	// Audience, when set, must be one of the token's aud values. Empty
+	// checks no audience.
+	Audience string
+	// Issuer, when set, must be the token's iss. Empty checks no issuer.
+	Issuer string
+}
+
+func (p TokenPolicy) validate() error {
+	if p.MaxLifetime < 0 {
+		return fmt.Errorf("httpapi: Token.MaxLifetime must not be negative")
+	}
+	return nil
+}
+
+func (p TokenPolicy) withDefaults() TokenPolicy {
+	if p.MaxLifetime == 0 {
+		p.MaxLifetime = DefaultMaxTokenLifetime
+	}
+	return p
+}
+
+// parserOptions are the JWT checks of the policy.
+func (p TokenPolicy) parserOptions() []jwt.ParserOption {
+	opts := []jwt.ParserOption{jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}), jwt.WithExpirationRequired()}
+	if p.Audience != "" {
+		opts = append(opts, jwt.WithAudience(p.Audience))
+	}
+	if p.Issuer != "" {
+		opts = append(opts, jwt.WithIssuer(p.Issuer))
+	}
+	return opts
+}
+
+// checkLifetime refuses a token that lives longer than MaxLifetime,
+// counted from its iat or from now, whichever is earlier: a token cannot
+// pass by claiming a late iat.
+func (p TokenPolicy) checkLifetime(c *tokenClaims, now time.Time) error {
+	exp := c.ExpiresAt.Time
+	lifetime := exp.Sub(now)
+	if c.IssuedAt != nil {
+		lifetime = max(lifetime, exp.Sub(c.IssuedAt.Time))
+	}
+	if lifetime > p.MaxLifetime {
+		return newAPIError(http.StatusUnauthorized, "workflow.access.unauthorized",
+			"invalid token: it lives %s, longer than the %s this server accepts (auth.maxTokenLifetime)",
+			lifetime.Round(time.Second), p.MaxLifetime)
+	}
+	return nil
+}
+
+// TokenOption sets an optional claim of a minted token.
+type TokenOption func(*tokenClaims)
+
+// WithAudience sets the token's aud claim.
+func WithAudience(aud string) TokenOption {
+	return func(c *tokenClaims) { c.Audience = jwt.ClaimStrings{aud} }
+}
+
+// WithIssuer sets the token's iss claim.
+func WithIssuer(iss string) TokenOption {
+	return func(c *tokenClaims) { c.Issuer = iss }
+}
+
 // defaultScopes are a token's scopes when it names none.
 var defaultScopes = []string{ScopeWorkflowsRead, ScopeWorkflowsWrite}
 
@@ -37,9 +115,9 @@ type principal struct {
 
 func (p *principal) has(scope string) bool { return slices.Contains(p.scopes, scope) }
 
-// MintToken signs an HS256 API token for a tenant. Empty scopes mean
-// "workflows:read workflows:write".
-func MintToken(secret []byte, tenantID, subject string, scopes []string, ttl time.Duration) (string, error) {
+// MintToken signs an HS256 API token for a tenant, issued now and valid for
+// ttl. Empty scopes mean "workflows:read workflows:write".
+func MintToken(secret []byte, tenantID, subject string, scopes []string, ttl time.Duration, opts ...TokenOption) (string, error) {
 	if len(secret) == 0 {
 		return "", fmt.Errorf("minting token: the secret is empty")
 	}
@@ -56,6 +134,9 @@ func MintToken(secret []byte, tenantID, subject string, scopes []string, ttl tim
 			ExpiresAt: jwt.NewNumericDate(now.Add(ttl)),
 		},
 	}
+	for _, opt := range opts {
+		opt(&claims)
+	}
 	return jwt.NewWithClaims(jwt.SigningMethodHS256, claims).SignedString(secret)
 }
 
@@ -65,11 +146,17 @@ func (s *Server) authenticate(r *http.Request) (*principal, error) {
 	return s.authenticateTenant(r, false)
 }
 
-// authenticateTenant is authenticate; with tenantOptional (the WebSocket,
-// whose browser clients cannot set headers) a missing X-Tenant-ID means the
-// token's tenant.
-func (s *Server) authenticateTenant(r *http.Request, tenantOptional bool) (*principal, error) {
+// authenticateTenant is authenticate; with stream (the WebSocket, whose
+// browser clients cannot set headers) the token may come as ?access_token=
+// and a missing X-Tenant-ID means the token's tenant. Elsewhere a request
+// with ?access_token= is refused: a token in a URL ends up in logs and
+// browser histories.
+func (s *Server) authenticateTenant(r *http.Request, stream bool) (*principal, error) {
 	tenant := r.Header.Get("X-Tenant-ID")
+	if l := s.engine.Limits(); l.CheckID("X-Tenant-ID", tenant) != nil {
+		return nil, newAPIError(http.StatusBadRequest, "workflow.access.invalid_tenant", "X-Tenant-ID is %d bytes, over the limit of %d (limits.idBytes)", len(tenant), l.IDBytes).
+			with("field", "X-Tenant-ID").with("limit", "limits.idBytes").with("max", l.IDBytes)
+	}
 	if s.secret == nil {
 		if tenant == "" {
 			return nil, newAPIError(http.StatusBadRequest, "workflow.access.missing_tenant", "the X-Tenant-ID header is required")
@@ -83,22 +170,31 @@ func (s *Server) authenticateTenant(r *http.Request, tenantOptional bool) (*prin
 		if !ok {
 			return nil, newAPIError(http.StatusUnauthorized, "workflow.access.unauthorized", "the Authorization header must be \"Bearer <token>\"")
 		}
-	} else if q := r.URL.Query().Get("access_token"); q != "" {
-		raw = q
+	}
+	if r.URL.Query().Has("access_token") {
+		if !stream {
+			return nil, newAPIError(http.StatusUnauthorized, "workflow.access.unauthorized",
+				"access_token is accepted only by GET /api/v1/ws; send the token as \"Authorization: Bearer <token>\"")
+		}
+		if raw == "" {
+			raw = r.URL.Query().Get("access_token")
+		}
 	}
 	if raw == "" {
 		return nil, newAPIError(http.StatusUnauthorized, "workflow.access.unauthorized", "a bearer token is required")
 	}
 	var claims tokenClaims
-	_, err := jwt.ParseWithClaims(raw, &claims, func(*jwt.Token) (any, error) { return s.secret, nil },
-		jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}), jwt.WithExpirationRequired())
+	_, err := jwt.ParseWithClaims(raw, &claims, func(*jwt.Token) (any, error) { return s.secret, nil }, s.token.parserOptions()...)
 	if err != nil {
 		return nil, newAPIError(http.StatusUnauthorized, "workflow.access.unauthorized", "invalid token: %v", err)
+	}
+	if err := s.token.checkLifetime(&claims, time.Now()); err != nil {
+		return nil, err
 	}
 	if claims.TenantID == "" {
 		return nil, newAPIError(http.StatusUnauthorized, "workflow.access.unauthorized", "the token has no tenant_id claim")
 	}
-	if tenant == "" && tenantOptional {
+	if tenant == "" && stream {
 		tenant = claims.TenantID
 	}
 	if tenant == "" {

@@ -21,6 +21,7 @@ func toAPIError(err error, domain, action string) *apiError {
 		ie *engine.InputError
 		ce *engine.ConflictError
 		te *engine.TransitionError
+		le *workflow.LimitError
 		pe *pgconn.PgError
 	)
 	switch {
@@ -34,6 +35,11 @@ func toAPIError(err error, domain, action string) *apiError {
 		return newAPIError(http.StatusBadRequest, "workflow.define.validation_error", "%s", ve.Error()).with("problems", problems)
 	case errors.As(err, &ie):
 		return newAPIError(http.StatusBadRequest, prefix+".invalid_request", "%s", ie.Error()).with("field", ie.Field)
+	case errors.As(err, &le):
+		// A limit met while the request is carried out, such as a
+		// tenant's lanes (limits.lanesPerTenant).
+		return newAPIError(http.StatusBadRequest, prefix+".invalid_request", "%s", le.Error()).
+			with("field", le.Field).with("limit", le.Limit).with("max", le.Max)
 	case errors.Is(err, engine.ErrNotFound):
 		return newAPIError(http.StatusNotFound, prefix+".not_found", "%s", err.Error())
 	case errors.As(err, &ce):
@@ -44,10 +50,24 @@ func toAPIError(err error, domain, action string) *apiError {
 		// Text Postgres cannot store, such as a NUL byte in an id.
 		return newAPIError(http.StatusBadRequest, prefix+".invalid_request", "the request contains characters that are not valid text")
 	case errors.Is(err, context.DeadlineExceeded):
-		retry := int64(1000)
-		e := newAPIError(http.StatusServiceUnavailable, "workflow.service.unavailable", "the request timed out; try again")
-		e.retryable, e.retryAfterMS = true, &retry
-		return e
+		return unavailable("the request timed out; try again")
+	case engine.IsUnavailable(err):
+		// An outage (the database restarting, failing over, refusing
+		// connections, read-only) or a conflict that outlived withTx's
+		// retries: the same request may succeed in a moment.
+		return unavailable("the service is unavailable for a moment; try again")
 	}
 	return nil
+}
+
+// retryAfterMS is the retry_after_ms (and Retry-After) of a 503
+// workflow.service.unavailable.
+const retryAfterMS = 1000
+
+// unavailable returns a retryable 503 workflow.service.unavailable.
+func unavailable(message string) *apiError {
+	retry := int64(retryAfterMS)
+	e := newAPIError(http.StatusServiceUnavailable, "workflow.service.unavailable", "%s", message)
+	e.retryable, e.retryAfterMS = true, &retry
+	return e
 }

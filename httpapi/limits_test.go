@@ -104,6 +104,7 @@ func TestHostileInputs(t *testing.T) {
 		{"envelope message_id", http.MethodPost, executePath, withEnv(execute(nil), "message_id", idOverLimit), nil, "workflow.execute.invalid_request", "message_id"},
 		{"envelope correlation_id", http.MethodPost, executePath, withEnv(execute(nil), "correlation_id", idOverLimit), nil, "workflow.execute.invalid_request", "correlation_id"},
 		{"X-Correlation-ID", http.MethodPost, executePath, execute(nil), map[string]string{"X-Correlation-ID": strings.Repeat("c", 256)}, "workflow.execute.invalid_request", "X-Correlation-ID"},
+		{"X-Tenant-ID", http.MethodPost, executePath, execute(nil), map[string]string{"X-Tenant-ID": strings.Repeat("t", 256)}, "workflow.access.invalid_tenant", "X-Tenant-ID"},
 		{"execute input", http.MethodPost, executePath, execute(map[string]any{"input": bigObject}), nil, "workflow.execute.invalid_request", "payload.input"},
 		{"execute context", http.MethodPost, executePath, execute(map[string]any{"context": bigObject}), nil, "workflow.execute.invalid_request", "payload.context"},
 		{"timeout_ms over", http.MethodPost, executePath, withMeta(execute(map[string]any{"execution_options": wait}), map[string]any{"timeout_ms": 120_001}), nil, "workflow.execute.invalid_request", "metadata.timeout_ms"},
@@ -267,4 +268,30 @@ func TestConversationHistoryIsBounded(t *testing.T) {
 		bodies = append(bodies, h["body"].(string))
 	}
 	require.Equal(t, []string{"old2", "s1", "s2", "s3", "s4"}, bodies, "the oldest entry is dropped, the newest five kept")
+}
+
+// A tenant may use at most limits.lanesPerTenant lanes of its own: past
+// that, an execute is refused with the limit named, and nothing is written.
+func TestLanesPerTenantBound(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{limits: workflow.Limits{LanesPerTenant: 1}})
+	b.define(t, limitsSimple)
+	execute := func(id, lane string) *response {
+		return b.do(t, call{method: http.MethodPost, path: "/api/v1/workflow/execute", body: envelope(map[string]any{
+			"workflow_id": "simple", "execution_id": id, "lane": lane})})
+	}
+	r := execute("x1", "own-1")
+	require.Equal(t, http.StatusAccepted, r.status, "%s", r.raw)
+	r = execute("x2", "own-2")
+	require.Equal(t, http.StatusBadRequest, r.status, "%s", r.raw)
+	require.Equal(t, "workflow.execute.invalid_request", r.errorCode())
+	details := r.body["error"].(map[string]any)["details"].(map[string]any)
+	require.Equal(t, "limits.lanesPerTenant", details["limit"])
+	require.EqualValues(t, 1, details["max"])
+	require.Equal(t, http.StatusOK, b.do(t, call{method: http.MethodGet, path: "/api/v1/workflow/executions/x1"}).status)
+	require.Equal(t, http.StatusNotFound, b.do(t, call{method: http.MethodGet, path: "/api/v1/workflow/executions/x2"}).status, "nothing written")
+	r = execute("x3", "own-1")
+	require.Equal(t, http.StatusAccepted, r.status, "the tenant's lane still works: %s", r.raw)
+	r = execute("x4", "main")
+	require.Equal(t, http.StatusAccepted, r.status, "and the shared lanes: %s", r.raw)
 }

@@ -13,7 +13,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/batonrun/baton/engine"
+	"github.com/batonrun/baton/httpapi"
 	"github.com/batonrun/baton/internal/pgtest"
+	"github.com/batonrun/baton/metrics"
 )
 
 // TestMetricsAfterRuns drives executions step by step (nothing works the
@@ -111,4 +113,38 @@ func workflowLines(out string) string {
 		}
 	}
 	return strings.Join(keep, "\n")
+}
+
+// With a metrics token, /metrics answers 401 (the error envelope) to a
+// scrape without it or with another token, and 200 with it.
+func TestMetricsNeedTheirToken(t *testing.T) {
+	t.Parallel()
+	b := setupAuth(t, func(c *httpapi.Config) {
+		c.Metrics = metrics.New(metrics.Config{Pool: c.Pool}).Handler()
+		c.MetricsToken = "scrape-0123456789"
+	})
+	get := func(auth string) (int, http.Header, string) {
+		req, err := http.NewRequest(http.MethodGet, b.server.URL+"/metrics", nil)
+		require.NoError(t, err)
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		b.validator.Check(t, req, resp.StatusCode, resp.Header, body)
+		return resp.StatusCode, resp.Header, string(body)
+	}
+	for _, auth := range []string{"", "Bearer scrape-012345678", "Bearer scrape-0123456789x", "scrape-0123456789", "Bearer " + b.token} {
+		status, header, body := get(auth)
+		require.Equal(t, http.StatusUnauthorized, status, "%q: %s", auth, body)
+		require.Equal(t, `Bearer realm="metrics"`, header.Get("WWW-Authenticate"))
+		require.Contains(t, body, `"code":"workflow.access.unauthorized"`)
+		require.NotContains(t, body, "workflow_")
+	}
+	status, _, body := get("Bearer scrape-0123456789")
+	require.Equal(t, http.StatusOK, status, "%s", body)
+	require.Contains(t, body, "baton_lane_limit")
 }

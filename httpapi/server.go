@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net/http"
 	"runtime/debug"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -27,8 +28,12 @@ type Config struct {
 	Engine *engine.Engine
 	// Pool is the database pool. Required.
 	Pool *pgxpool.Pool
-	// JWTSecret verifies API tokens (HS256). Empty requires Insecure.
+	// JWTSecret verifies API tokens (HS256): at least MinJWTSecretBytes
+	// (32) bytes. Empty requires Insecure.
 	JWTSecret []byte
+	// Token holds the checks a token must pass besides its signature and
+	// expiry: its longest lifetime and, optionally, its audience and issuer.
+	Token TokenPolicy
 	// Insecure serves without authentication: X-Tenant-ID alone names the
 	// tenant. Only for local development.
 	Insecure bool
@@ -45,6 +50,14 @@ type Config struct {
 	StreamWriteTimeout time.Duration
 	// Metrics serves GET /metrics (Prometheus). Nil answers it with 404.
 	Metrics http.Handler
+	// MetricsToken, when set, is the bearer token GET /metrics requires
+	// (Authorization: Bearer <it>); a scrape without it is answered 401.
+	// Empty serves /metrics to anyone who can reach it.
+	MetricsToken string
+	// RateLimits are per-tenant token buckets, kept in this process: a
+	// tenant over its budget is answered 429 workflow.service.rate_limited.
+	// The zero value (the default) limits nothing.
+	RateLimits RateLimits
 }
 
 // Server serves the REST API.
@@ -55,10 +68,14 @@ type Server struct {
 	pool    *pgxpool.Pool
 	q       *dbsqlc.Queries
 	secret  []byte
+	token   TokenPolicy
 	timeout time.Duration
 	mux     *http.ServeMux
 	hub     *live.Hub
 	metrics http.Handler
+	// metricsToken is the bearer token of GET /metrics; empty means none.
+	metricsToken string
+	limiter      *rateLimiter // nil: no rate limits
 	// streamWriteTimeout bounds one WebSocket write.
 	streamWriteTimeout time.Duration
 }
@@ -71,6 +88,12 @@ func New(cfg Config) (*Server, error) {
 	if len(cfg.JWTSecret) == 0 && !cfg.Insecure {
 		return nil, fmt.Errorf("httpapi: a JWT secret is required unless Insecure is set")
 	}
+	if !cfg.Insecure && len(cfg.JWTSecret) < MinJWTSecretBytes {
+		return nil, fmt.Errorf("httpapi: the JWT secret is %d bytes; it must be at least %d", len(cfg.JWTSecret), MinJWTSecretBytes)
+	}
+	if err := cfg.Token.validate(); err != nil {
+		return nil, err
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -80,13 +103,18 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{
 		Logger: cfg.Logger, engine: cfg.Engine, pool: cfg.Pool, q: dbsqlc.New(),
 		timeout: cfg.RequestTimeout, mux: http.NewServeMux(),
-		hub: cfg.Hub, metrics: cfg.Metrics, streamWriteTimeout: cfg.StreamWriteTimeout,
+		hub: cfg.Hub, metrics: cfg.Metrics, metricsToken: cfg.MetricsToken, streamWriteTimeout: cfg.StreamWriteTimeout,
+		token: cfg.Token.withDefaults(),
 	}
 	if s.streamWriteTimeout <= 0 {
 		s.streamWriteTimeout = 10 * time.Second
 	}
 	if !cfg.Insecure {
 		s.secret = cfg.JWTSecret
+	}
+	var err error
+	if s.limiter, err = newRateLimiter(cfg.RateLimits); err != nil {
+		return nil, err
 	}
 	s.routes()
 	return s, nil
@@ -100,7 +128,7 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("GET /readyz", s.readyz)
 	s.mux.HandleFunc("GET /api/v1/openapi.yaml", s.openapi)
 	s.mux.HandleFunc("GET /metrics", s.serveMetrics)
-	s.mux.HandleFunc("GET /api/v1/ws", s.streamEvents)
+	s.mux.HandleFunc("GET /api/v1/ws", s.limitStream(s.streamEvents))
 
 	s.handle("POST /api/v1/workflow/definitions", endpoint{domain: "workflow", action: "define", scope: ScopeWorkflowsWrite, tx: true, run: s.defineWorkflow})
 	s.handle("POST /api/v1/workflow/validate", endpoint{domain: "workflow", action: "validate", scope: ScopeWorkflowsRead, run: s.validateWorkflow})
@@ -207,6 +235,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, rc *requestContex
 	if err != nil {
 		return 0, nil, err
 	}
+	if ae := s.limiter.allow(classOf(r), p.tenantID, time.Now()); ae != nil {
+		return 0, nil, ae
+	}
 	if !p.has(ep.scope) {
 		return 0, nil, newAPIError(http.StatusForbidden, "workflow.access.forbidden", "the token lacks the %s scope", ep.scope)
 	}
@@ -234,6 +265,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, rc *requestContex
 		replay *dbsqlc.IdempotencyKey
 	)
 	err = s.engine.WithTx(ctx, func(tx pgx.Tx) error {
+		status, data, replay = 0, nil, nil // WithTx may run this again
 		key := ""
 		if req.envelope != nil {
 			key = req.envelope.MessageID
@@ -289,12 +321,20 @@ func (s *Server) claimMessageID(ctx context.Context, tx pgx.Tx, tenant string, e
 }
 
 // writeError renders any error as the seed's error envelope. Errors Baton
-// does not know become a generic 500 that leaks nothing.
+// does not know become a generic 500 that leaks nothing; an outage of the
+// database is logged and answered 503. An error with retry_after_ms also
+// gets a Retry-After header, in whole seconds, at least 1.
 func (s *Server) writeError(w http.ResponseWriter, rc *requestContext, domain, action string, err error) {
 	ae := toAPIError(err, domain, action)
-	if ae == nil {
+	switch {
+	case ae == nil:
 		s.Error("request failed", "error", err, "request_id", rc.requestID, "correlation_id", rc.correlationID)
 		ae = newAPIError(http.StatusInternalServerError, "workflow.service.internal_error", "internal error; see the server log for request %s", rc.requestID)
+	case engine.IsUnavailable(err):
+		s.Warn("database unavailable", "error", err, "request_id", rc.requestID, "correlation_id", rc.correlationID)
+	}
+	if ae.retryAfterMS != nil {
+		w.Header().Set("Retry-After", strconv.FormatInt(max(1, (*ae.retryAfterMS+999)/1000), 10))
 	}
 	details := ae.details
 	if details == nil {

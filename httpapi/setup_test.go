@@ -23,7 +23,7 @@ import (
 	"github.com/batonrun/baton/jobs"
 )
 
-var secret = []byte("test-secret-0123456789")
+var secret = []byte("test-secret-0123456789-0123456789")
 
 type testBundle struct {
 	pool      *pgxpool.Pool

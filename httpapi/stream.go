@@ -2,10 +2,13 @@ package httpapi
 
 import (
 	"context"
+	"crypto/sha256"
+	"crypto/subtle"
 	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/coder/websocket"
@@ -64,6 +67,13 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer sub.Close()
+	// The server's read and write timeouts bound requests, not a stream
+	// that lives for hours: clear them before the connection is taken over
+	// (each write still has streamWriteTimeout). net/http's Hijack clears
+	// them too; saying so here keeps the stream from depending on it.
+	deadlines := http.NewResponseController(w)
+	_ = deadlines.SetReadDeadline(time.Time{})
+	_ = deadlines.SetWriteDeadline(time.Time{})
 	conn, err := websocket.Accept(w, r, nil)
 	if err != nil {
 		return // Accept has answered the client
@@ -141,11 +151,24 @@ func (s *Server) streamEnded(ctx context.Context, conn *websocket.Conn, err erro
 	_ = conn.Close(websocket.StatusInternalError, "internal error")
 }
 
-// serveMetrics serves GET /metrics.
+// serveMetrics serves GET /metrics, to holders of the metrics token when
+// one is configured.
 func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request) {
 	if s.metrics == nil {
 		http.NotFound(w, r)
 		return
+	}
+	if s.metricsToken != "" {
+		// Hashed first, so that the comparison takes the same time whatever
+		// the length of what was sent.
+		got, bearer := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		gotSum, wantSum := sha256.Sum256([]byte(got)), sha256.Sum256([]byte(s.metricsToken))
+		if subtle.ConstantTimeCompare(gotSum[:], wantSum[:]) != 1 || !bearer {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="metrics"`)
+			s.writeError(w, newRequestContext(w, r), "metrics", "scrape", newAPIError(http.StatusUnauthorized,
+				"workflow.access.unauthorized", "/metrics needs \"Authorization: Bearer <BATON_METRICS_TOKEN>\""))
+			return
+		}
 	}
 	s.metrics.ServeHTTP(w, r)
 }

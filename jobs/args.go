@@ -80,7 +80,10 @@ func (CallbackArgs) Kind() string { return "workflow.callback" }
 
 // LaneDispatchArgs admit a lane's pending executions while it has room.
 type LaneDispatchArgs struct {
-	// Lane is the global lane's name.
+	// Owner is the tenant owning the lane; empty for a global lane (one the
+	// operator configured), shared by all tenants.
+	Owner string `json:"owner,omitempty"`
+	// Lane is the lane's name.
 	Lane string `json:"lane"`
 }
 

@@ -30,9 +30,9 @@ const (
 )
 
 // DefaultRescueStuckJobsAfter is how long a running job may go before River
-// hands it to another worker: just over the step timeout, so that with
-// River's 30 s rescuer interval and a leader re-election a dead worker's
-// step runs again within 2 minutes.
+// hands it to another worker: just over the step timeout. River's rescuer is
+// the backstop for a worker alive but stuck; a dead process's jobs are
+// handed back within seconds by the process sweep (presence.go).
 const DefaultRescueStuckJobsAfter = 65 * time.Second
 
 // Config configures Baton's River client.
@@ -44,12 +44,11 @@ type Config struct {
 	Logger *slog.Logger
 	// RescueStuckJobsAfter is how long a running job may go without
 	// finishing before River hands it to another worker. It must be over
-	// StepTimeout. Zero means DefaultRescueStuckJobsAfter (65 s). A step
-	// whose worker died is picked up again after at most
-	// RescueStuckJobsAfter plus River's rescuer interval (30 s, not
-	// configurable), plus, when the dead process was the leader, River's
-	// leader re-election (up to about 20 s): under 2 minutes with the
-	// default, Baton's promise.
+	// StepTimeout. Zero means DefaultRescueStuckJobsAfter (65 s). It
+	// matters for a process that is alive but stuck: a dead process's jobs
+	// are handed back by the process sweep (StartPresence) within seconds,
+	// and a process that runs no presence, within RescueStuckJobsAfter plus
+	// River's 30 s rescuer interval.
 	RescueStuckJobsAfter time.Duration
 	// FetchCooldown is the shortest time between two fetches of a queue.
 	// River's default, 100 ms, makes every job hop cost about 100 ms; zero

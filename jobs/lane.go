@@ -25,7 +25,7 @@ func (w *LaneDispatchWorker) NextRetry(job *river.Job[LaneDispatchArgs]) time.Ti
 
 // Work admits what fits and completes the job in the same transaction.
 func (w *LaneDispatchWorker) Work(ctx context.Context, job *river.Job[LaneDispatchArgs]) error {
-	return w.Engine.DispatchLane(ctx, job.Args.Lane, func(ctx context.Context, tx pgx.Tx) error {
+	return w.Engine.DispatchLane(ctx, job.Args.Owner, job.Args.Lane, func(ctx context.Context, tx pgx.Tx) error {
 		_, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
 		return err
 	})
@@ -44,15 +44,15 @@ func (w *LaneSweepWorker) Work(ctx context.Context, _ *river.Job[LaneSweepArgs])
 
 // InsertLaneDispatch enqueues a lane.dispatch job on the high queue: it
 // stands between a free slot and the next step.
-func (i *Inserter) InsertLaneDispatch(ctx context.Context, tx pgx.Tx, lane string) error {
-	_, err := i.Client.InsertTx(ctx, tx, LaneDispatchArgs{Lane: lane}, &river.InsertOpts{Queue: QueueHigh, Priority: 1, MaxAttempts: 50})
+func (i *Inserter) InsertLaneDispatch(ctx context.Context, tx pgx.Tx, owner, lane string) error {
+	_, err := i.Client.InsertTx(ctx, tx, LaneDispatchArgs{Owner: owner, Lane: lane}, &river.InsertOpts{Queue: QueueHigh, Priority: 1, MaxAttempts: 50})
 	return err
 }
 
 // InsertLaneDispatchAt enqueues a lane.dispatch job due at at; the timer
 // middleware makes it fire within a poll interval of at.
-func (i *Inserter) InsertLaneDispatchAt(ctx context.Context, tx pgx.Tx, lane string, at time.Time) error {
-	_, err := i.Client.InsertTx(ctx, tx, LaneDispatchArgs{Lane: lane}, &river.InsertOpts{Queue: QueueHigh, Priority: 1, MaxAttempts: 50, ScheduledAt: at})
+func (i *Inserter) InsertLaneDispatchAt(ctx context.Context, tx pgx.Tx, owner, lane string, at time.Time) error {
+	_, err := i.Client.InsertTx(ctx, tx, LaneDispatchArgs{Owner: owner, Lane: lane}, &river.InsertOpts{Queue: QueueHigh, Priority: 1, MaxAttempts: 50, ScheduledAt: at})
 	return err
 }
 

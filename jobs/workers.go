@@ -51,13 +51,22 @@ func (w *StepWorker) Work(ctx context.Context, job *river.Job[StepArgs]) error {
 	return failOnLastAttempt(ctx, w.Engine, job.JobRow, job.Args.ExecutionID, job.Args.StepSeq, "step", err)
 }
 
+// outageSnooze is how long a job's last attempt waits when it met a
+// database outage.
+const outageSnooze = 5 * time.Second
+
 // failOnLastAttempt fails the execution when the last attempt of a job that
 // moves it (what: "step", "wait timeout") failed with err, so that it is
 // not left with nothing to move it; stepSeq 0 fails it at any checkpoint.
-// It returns err.
+// It returns err. A last attempt that met a database outage is snoozed
+// instead: the outage, not the execution, is at fault, and failing it would
+// need the database too.
 func failOnLastAttempt(ctx context.Context, e *engine.Engine, job *rivertype.JobRow, executionID, stepSeq int64, what string, err error) error {
 	if err == nil || job.Attempt < job.MaxAttempts {
 		return err
+	}
+	if engine.IsUnavailable(err) {
+		return river.JobSnooze(outageSnooze)
 	}
 	msg := fmt.Sprintf("%s failed after %d attempts: %v", what, job.Attempt, err)
 	if ferr := e.Fail(context.WithoutCancel(ctx), executionID, stepSeq, engine.CodeStepFailed, msg); ferr != nil && !engine.IsTransitionError(ferr) {

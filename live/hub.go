@@ -32,9 +32,25 @@ type Config struct {
 	// Zero means DefaultPollInterval.
 	PollInterval time.Duration
 	// RecheckInterval is how soon the hub looks again while numbered events
-	// wait for older transactions to end. Zero means 20 ms.
+	// wait for older event-writing transactions to end. Zero means 20 ms.
 	RecheckInterval time.Duration
+	// QueryTimeout bounds each statement of the hub's connection, and each
+	// host's connection attempt when the pool's settings give no
+	// connect_timeout. A server that stops answering without closing the
+	// connection (a primary whose machine vanished in a failover) then
+	// costs at most about this long before the hub drops the connection and
+	// reconnects, rather than the minutes TCP takes to give up. Zero means
+	// DefaultQueryTimeout.
+	QueryTimeout time.Duration
 }
+
+// DefaultQueryTimeout is a hub's QueryTimeout unless configured.
+const DefaultQueryTimeout = 5 * time.Second
+
+// sequenceLockTimeout bounds how long raising a sequence that is behind
+// (after a failover) waits for running event writers, during which new
+// ones wait too.
+const sequenceLockTimeout = time.Second
 
 // DefaultPollInterval is how often a hub looks for new events unless
 // configured. Writers do not announce their events: a NOTIFY takes a
@@ -51,13 +67,23 @@ const DefaultPollInterval = 25 * time.Millisecond
 // moving the cursor to 11 would lose 10 forever. The hub therefore reads only
 // ids that are final. It takes fences (L, B): L is the sequence's last value
 // and B a transaction id drawn after L was read. Every id <= L was drawn by
-// a transaction that already had its xid (migration 00003 assigns it before
-// the id), so that xid is < B. When the oldest running transaction
-// (pg_snapshot_xmin) is >= B, all of those transactions have committed or
+// a transaction that already had its xid and had registered as an event
+// writer (migration 00019: a transaction advisory lock keyed by its xid,
+// taken before the id), so that xid is < B. When no registered writer older
+// than B is still running, all of those transactions have committed or
 // rolled back, and the rows with ids <= L are exactly the ones that will ever
 // exist: the hub reads (cursor, L], fans them out in id order and moves the
-// cursor to L. The price is latency: while any transaction older than B runs
-// (anywhere in the cluster), delivery waits for it.
+// cursor to L. The price is latency: while an event-writing transaction
+// older than B runs, delivery waits for it. Transactions that write no
+// events, in this database or any other on the server, never hold it back.
+//
+// Failover: after a reconnection the hub may be talking to a promoted
+// standby whose sequence is behind the L of fences drawn on the old primary
+// (ids handed out there whose WAL never arrived). New events would then get
+// ids the hub has already passed, and be skipped. So on every connection,
+// before anything else, the hub raises the sequence to the greatest id it
+// has seen (cursor or L) if it is behind, and it drops the old server's
+// fences: their B are transaction ids of that server.
 type Hub struct {
 	cfg Config
 	log *slog.Logger
@@ -92,6 +118,9 @@ func NewHub(cfg Config) (*Hub, error) {
 	}
 	if cfg.RecheckInterval <= 0 {
 		cfg.RecheckInterval = 20 * time.Millisecond
+	}
+	if cfg.QueryTimeout <= 0 {
+		cfg.QueryTimeout = DefaultQueryTimeout
 	}
 	return &Hub{
 		cfg: cfg, log: cfg.Logger, q: dbsqlc.New(),
@@ -145,19 +174,36 @@ func (h *Hub) run(ctx context.Context) {
 	}
 }
 
-// session is one connection's life: fence, serve and wait in a loop. Fences
-// survive reconnections.
+// session is one connection's life: make sure the sequence is not behind
+// what the hub has seen, then fence, serve and wait in a loop. Every
+// statement is bounded by QueryTimeout.
 func (h *Hub) session(ctx context.Context, fences *[]fence) error {
-	conn, err := pgx.ConnectConfig(ctx, h.cfg.Pool.Config().ConnConfig.Copy())
+	cc := h.cfg.Pool.Config().ConnConfig.Copy()
+	if cc.ConnectTimeout <= 0 {
+		cc.ConnectTimeout = h.cfg.QueryTimeout // per host
+	}
+	conn, err := pgx.ConnectConfig(ctx, cc)
 	if err != nil {
 		return fmt.Errorf("connecting: %w", err)
 	}
-	defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }()
+	defer func() {
+		cctx, cancel := h.bounded(context.WithoutCancel(ctx))
+		defer cancel()
+		_ = conn.Close(cctx)
+	}()
 	// The fence's xid makes its statement a transaction with a commit
 	// record; it need not wait for the WAL flush.
-	if _, err := conn.Exec(ctx, "SET synchronous_commit = off"); err != nil {
+	if err := h.exec(ctx, conn, "SET synchronous_commit = off"); err != nil {
 		return fmt.Errorf("configuring the connection: %w", err)
 	}
+	known := h.currentCursor()
+	if n := len(*fences); n > 0 {
+		known = max(known, (*fences)[n-1].last)
+	}
+	if err := h.raiseSequence(ctx, conn, known); err != nil {
+		return err
+	}
+	*fences = nil
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	lastFence := time.Time{}
@@ -189,13 +235,66 @@ func (h *Hub) session(ctx context.Context, fences *[]fence) error {
 	}
 }
 
+// bounded returns ctx limited to one QueryTimeout. When it expires during a
+// statement pgx closes the connection, and the session ends.
+func (h *Hub) bounded(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, h.cfg.QueryTimeout)
+}
+
+func (h *Hub) exec(ctx context.Context, conn *pgx.Conn, sql string) error {
+	qctx, cancel := h.bounded(ctx)
+	defer cancel()
+	_, err := conn.Exec(qctx, sql)
+	return err
+}
+
+// raiseSequence moves the event id sequence up to known if it is behind,
+// which happens only after a failover to a standby that missed the old
+// primary's last ids. Event inserts are locked out meanwhile, so no id is
+// drawn between the check and setval (which would then move the sequence
+// down); the lock waits at most sequenceLockTimeout for running writers,
+// and failing that the session ends and the next one tries again. Events
+// that writers on the new server numbered at or below known before this ran
+// are not delivered live.
+func (h *Hub) raiseSequence(ctx context.Context, conn *pgx.Conn, known int64) error {
+	if known <= 0 {
+		return nil
+	}
+	qctx, cancel := h.bounded(ctx)
+	defer cancel()
+	last, err := h.q.EventSequenceLast(qctx, conn)
+	if err != nil {
+		return fmt.Errorf("reading the event id sequence: %w", err)
+	}
+	if last >= known {
+		return nil
+	}
+	err = pgx.BeginFunc(qctx, conn, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(qctx, fmt.Sprintf("SET LOCAL lock_timeout = %d", sequenceLockTimeout.Milliseconds())); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(qctx, "LOCK TABLE execution_event IN SHARE ROW EXCLUSIVE MODE"); err != nil {
+			return err
+		}
+		return h.q.EventSequenceRaise(qctx, tx, known)
+	})
+	if err != nil {
+		return fmt.Errorf("raising the event id sequence from %d to %d: %w", last, known, err)
+	}
+	h.log.Warn("live event hub raised the event id sequence, which was behind the events it had seen (a failover to a standby that missed the latest ids?)",
+		"from", last, "to", known)
+	return nil
+}
+
 // takeFence appends a fence when ids were drawn since the last one.
 func (h *Hub) takeFence(ctx context.Context, conn *pgx.Conn, fences *[]fence) error {
 	known := h.currentCursor()
 	if n := len(*fences); n > 0 {
 		known = (*fences)[n-1].last
 	}
-	f, err := h.q.EventFence(ctx, conn, known)
+	qctx, cancel := h.bounded(ctx)
+	defer cancel()
+	f, err := h.q.EventFence(qctx, conn, known)
 	if err != nil {
 		return fmt.Errorf("taking an event fence: %w", err)
 	}
@@ -210,9 +309,11 @@ func (h *Hub) takeFence(ctx context.Context, conn *pgx.Conn, fences *[]fence) er
 
 // serve fans out the events below the newest fence that has become final.
 func (h *Hub) serve(ctx context.Context, conn *pgx.Conn, fences *[]fence) error {
-	oldest, err := h.q.EventOldestRunning(ctx, conn)
+	qctx, cancel := h.bounded(ctx)
+	oldest, err := h.q.EventWritersXmin(qctx, conn, (*fences)[len(*fences)-1].bound)
+	cancel()
 	if err != nil {
-		return fmt.Errorf("reading the oldest running transaction: %w", err)
+		return fmt.Errorf("reading the oldest running event writer: %w", err)
 	}
 	upTo := int64(-1)
 	for len(*fences) > 0 && (*fences)[0].bound <= oldest {
@@ -233,9 +334,11 @@ func (h *Hub) serve(ctx context.Context, conn *pgx.Conn, fences *[]fence) error 
 	}
 	after := h.currentCursor()
 	for after < upTo {
-		rows, err := h.q.EventStreamRange(ctx, conn, &dbsqlc.EventStreamRangeParams{
+		qctx, cancel := h.bounded(ctx)
+		rows, err := h.q.EventStreamRange(qctx, conn, &dbsqlc.EventStreamRangeParams{
 			AfterID: after, UpTo: upTo, Actions: engine.StreamedActions, Max: 1000,
 		})
+		cancel()
 		if err != nil {
 			return fmt.Errorf("reading events: %w", err)
 		}

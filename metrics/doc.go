@@ -16,12 +16,19 @@
 //     pending, running and waiting executions, read at scrape time.
 //
 // plus baton_thread_locks_held (tenant_id), baton_outbound_pending and the
-// global lanes' baton_lane_limit, baton_lane_running and baton_lane_pending
-// (lane). The
-// counters and histograms are observed in this process by the engine
-// (through engine.Metrics); the gauges come from SQL on every scrape, so any
-// process shows the whole database. No label ever carries an execution or
-// thread id.
+// lanes' baton_lane_limit, baton_lane_running and baton_lane_pending
+// (lane). The counters and histograms are observed in this process by the
+// engine (through engine.Metrics); the gauges come from SQL on every
+// scrape, so any process shows the whole database. No label ever carries an
+// execution or thread id.
+//
+// Labels a tenant chooses are bounded, so no tenant can grow a scrape
+// without limit: each metric keeps the first 100 (Config.LabelValues)
+// workflow_id values, workflow_id/step_id pairs and error codes this
+// process sees, and counts later ones as "other" (a new step of a kept
+// workflow keeps its workflow_id, with step_id "other"); the lane gauges
+// name only the built-in lanes main, subagent and cron, and sum every other
+// lane under "other".
 //
 // metrics imports engine and db/dbsqlc and never imports httpapi or jobs.
 package metrics

@@ -24,6 +24,10 @@ type Config struct {
 	ScrapeTimeout time.Duration
 	// Logger receives scrape errors. Nil discards them.
 	Logger *slog.Logger
+	// LabelValues is how many distinct workflow_id values, and
+	// workflow_id/step_id pairs, each metric keeps; later ones are counted
+	// as "other". Zero means DefaultLabelValues (100).
+	LabelValues int
 }
 
 // Metrics is Baton's Prometheus registry. It implements engine.Metrics.
@@ -34,6 +38,12 @@ type Metrics struct {
 	stepDur    *prometheus.HistogramVec
 	errorCount *prometheus.CounterVec
 	retryCount *prometheus.CounterVec
+	// The label caps of each metric: tenants choose workflow ids, node ids
+	// and (through failures) error codes.
+	executeWorkflows *labelCap
+	stepSteps        *stepLabels
+	retrySteps       *stepLabels
+	errorCodes       *labelCap
 }
 
 var _ engine.Metrics = (*Metrics)(nil)
@@ -50,9 +60,16 @@ func New(cfg Config) *Metrics {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.LabelValues <= 0 {
+		cfg.LabelValues = DefaultLabelValues
+	}
 	m := &Metrics{
-		registry: prometheus.NewRegistry(),
-		logger:   cfg.Logger,
+		registry:         prometheus.NewRegistry(),
+		logger:           cfg.Logger,
+		executeWorkflows: newLabelCap(cfg.LabelValues),
+		stepSteps:        newStepLabels(cfg.LabelValues),
+		retrySteps:       newStepLabels(cfg.LabelValues),
+		errorCodes:       newLabelCap(cfg.LabelValues),
 		executeDur: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "workflow_execute_duration_ms", Help: "Time from creation to end of executions that reached a terminal status, in milliseconds.",
 			Buckets: durationBuckets,
@@ -88,12 +105,13 @@ func (m *Metrics) Registry() *prometheus.Registry { return m.registry }
 
 // ExecutionFinished observes workflow_execute_duration_ms.
 func (m *Metrics) ExecutionFinished(workflowID string, _ engine.ExecutionStatus, d time.Duration) {
-	m.executeDur.WithLabelValues("workflow", "execute", workflowID).Observe(ms(d))
+	m.executeDur.WithLabelValues("workflow", "execute", m.executeWorkflows.value(workflowID)).Observe(ms(d))
 }
 
 // StepFinished observes workflow_step_duration_ms.
 func (m *Metrics) StepFinished(workflowID, stepID string, d time.Duration) {
-	m.stepDur.WithLabelValues("workflow", "step", workflowID, stepID).Observe(ms(d))
+	wf, step := m.stepSteps.values(workflowID, stepID)
+	m.stepDur.WithLabelValues("workflow", "step", wf, step).Observe(ms(d))
 }
 
 // Error counts workflow_error_count.
@@ -102,12 +120,13 @@ func (m *Metrics) Error(code string) {
 	if parts := strings.SplitN(code, ".", 3); len(parts) == 3 {
 		domain, action = parts[0], parts[1]
 	}
-	m.errorCount.WithLabelValues(domain, action, code).Inc()
+	m.errorCount.WithLabelValues(domain, action, m.errorCodes.value(code)).Inc()
 }
 
 // Retry counts workflow_retry_count.
 func (m *Metrics) Retry(workflowID, stepID string) {
-	m.retryCount.WithLabelValues("workflow", "step", workflowID, stepID).Inc()
+	wf, step := m.retrySteps.values(workflowID, stepID)
+	m.retryCount.WithLabelValues("workflow", "step", wf, step).Inc()
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
@@ -129,11 +148,11 @@ var (
 	outboxDesc = prometheus.NewDesc("baton_outbound_pending",
 		"Outbound messages waiting for delivery.", nil, nil)
 	laneLimitDesc = prometheus.NewDesc("baton_lane_limit",
-		"The concurrency limit of a lane (main, subagent, cron, …).", []string{"lane"}, nil)
+		"The concurrency limit of a built-in lane (main, subagent, cron); \"other\" sums the limits of all other lanes.", []string{"lane"}, nil)
 	laneRunningDesc = prometheus.NewDesc("baton_lane_running",
-		"Running executions of a lane, over all tenants.", []string{"lane"}, nil)
+		"Running executions of a built-in lane, over all tenants; \"other\" sums all other lanes.", []string{"lane"}, nil)
 	lanePendingDesc = prometheus.NewDesc("baton_lane_pending",
-		"Pending executions waiting for a slot of a lane, over all tenants.", []string{"lane"}, nil)
+		"Pending executions waiting for a slot of a built-in lane, over all tenants; \"other\" sums all other lanes.", []string{"lane"}, nil)
 )
 
 // Describe sends the gauges' descriptors.
@@ -193,9 +212,27 @@ func (g *gauges) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.NewInvalidMetric(laneRunningDesc, err)
 		return
 	}
+	// Lanes other than the built-in ones are named by tenants: they are
+	// summed under "other", so their number cannot grow the scrape.
+	type laneSum struct{ limit, running, pending int64 }
+	sums := map[string]*laneSum{}
+	var order []string
 	for _, l := range lanes {
-		ch <- prometheus.MustNewConstMetric(laneLimitDesc, prometheus.GaugeValue, float64(l.MaxConcurrent), l.Lane)
-		ch <- prometheus.MustNewConstMetric(laneRunningDesc, prometheus.GaugeValue, float64(l.Running), l.Lane)
-		ch <- prometheus.MustNewConstMetric(lanePendingDesc, prometheus.GaugeValue, float64(l.Pending), l.Lane)
+		label := laneLabel(l.Lane)
+		sum := sums[label]
+		if sum == nil {
+			sum = &laneSum{}
+			sums[label] = sum
+			order = append(order, label)
+		}
+		sum.limit += l.MaxConcurrent
+		sum.running += l.Running
+		sum.pending += l.Pending
+	}
+	for _, label := range order {
+		sum := sums[label]
+		ch <- prometheus.MustNewConstMetric(laneLimitDesc, prometheus.GaugeValue, float64(sum.limit), label)
+		ch <- prometheus.MustNewConstMetric(laneRunningDesc, prometheus.GaugeValue, float64(sum.running), label)
+		ch <- prometheus.MustNewConstMetric(lanePendingDesc, prometheus.GaugeValue, float64(sum.pending), label)
 	}
 }

@@ -73,6 +73,7 @@ func cmdDev(ctx context.Context, args []string) error {
 		return nil
 	}
 	c.insecure = true
+	c.weakSecrets = true
 	c.ready = func(addr string) {
 		fmt.Printf(`
 Baton dev is serving on http://%[1]s WITHOUT authentication (tenant %[2]q).

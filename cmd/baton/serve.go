@@ -18,6 +18,7 @@ import (
 	"github.com/batonrun/baton/db"
 	"github.com/batonrun/baton/engine"
 	"github.com/batonrun/baton/httpapi"
+	"github.com/batonrun/baton/internal/logtrim"
 	"github.com/batonrun/baton/jobs"
 	"github.com/batonrun/baton/live"
 	"github.com/batonrun/baton/metrics"
@@ -47,6 +48,10 @@ type serveConfig struct {
 	// prepare runs once the engine exists, before serving (dev stores its
 	// example there).
 	prepare func(ctx context.Context, eng *engine.Engine) error
+	// weakSecrets lets callbacks and webhooks run with a callback or
+	// webhook secret under engine.MinSecretBytes, with a warning (baton
+	// dev); serve refuses to start.
+	weakSecrets bool
 }
 
 // loadConfig reads the config file, or the defaults when there is none, and
@@ -80,7 +85,7 @@ func (c *serveConfig) flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.configPath, "config", os.Getenv("BATON_CONFIG"), "config file, JSON5 (BATON_CONFIG)")
 	lockDefault, _ := time.ParseDuration(os.Getenv("BATON_LOCK_TIMEOUT"))
 	fs.DurationVar(&c.lockTimeout, "lock-timeout", lockDefault, "stale-lock age; overrides the config file's locks.timeout (BATON_LOCK_TIMEOUT)")
-	fs.DurationVar(&c.rescueAfter, "rescue-after", jobs.DefaultRescueStuckJobsAfter, "how long a running step may go before River hands it to another worker (must be over 60s); a dead worker's step is taken again within this plus about 50s (under 2 minutes with the default)")
+	fs.DurationVar(&c.rescueAfter, "rescue-after", jobs.DefaultRescueStuckJobsAfter, "how long a running step of a live but stuck process may go before River hands it to another worker (must be over 60s); a dead process's steps are handed back within seconds by the process sweep")
 }
 
 func cmdServe(ctx context.Context, args []string) error {
@@ -96,6 +101,10 @@ func cmdServe(ctx context.Context, args []string) error {
 	if c.jwtSecret == "" && !c.insecure {
 		return errors.New("BATON_JWT_SECRET is not set: set it, or pass --insecure-no-auth to serve without authentication")
 	}
+	if !c.insecure && len(c.jwtSecret) < httpapi.MinJWTSecretBytes {
+		return fmt.Errorf("BATON_JWT_SECRET is %d bytes: it must be at least %d, or anyone holding one token can guess it (openssl rand -hex 32 makes one)",
+			len(c.jwtSecret), httpapi.MinJWTSecretBytes)
+	}
 	if c.databaseURL == "" {
 		return errors.New("DATABASE_URL is not set (baton dev starts a private PostgreSQL for local use)")
 	}
@@ -107,7 +116,9 @@ func newLogger(format, level string) *slog.Logger {
 	if err := lv.UnmarshalText([]byte(level)); err != nil {
 		lv = slog.LevelInfo
 	}
-	opts := &slog.HandlerOptions{Level: lv}
+	// Long values (ids, names tenants send) are cut, so no line repeats
+	// one whole.
+	opts := &slog.HandlerOptions{Level: lv, ReplaceAttr: logtrim.ReplaceAttr}
 	if format == "text" {
 		return slog.New(slog.NewTextHandler(os.Stderr, opts))
 	}
@@ -117,6 +128,20 @@ func newLogger(format, level string) *slog.Logger {
 // serve runs the API and the workers until ctx ends.
 func serve(ctx context.Context, c serveConfig) error {
 	logger := newLogger(c.logFormat, c.logLevel)
+	file, err := c.loadConfig()
+	if err != nil {
+		return err
+	}
+	var secret []byte
+	if len(file.Callbacks.AllowHosts) > 0 {
+		if secret, err = outboundSecret("BATON_CALLBACK_SECRET", "callbacks.allowHosts enables callbacks", c.weakSecrets, logger); err != nil {
+			return err
+		}
+	}
+	channel, err := outboundChannel(file, c.weakSecrets, logger)
+	if err != nil {
+		return err
+	}
 	poolCfg, err := pgxpool.ParseConfig(c.databaseURL)
 	if err != nil {
 		return fmt.Errorf("parsing DATABASE_URL: %w", err)
@@ -139,29 +164,17 @@ func serve(ctx context.Context, c serveConfig) error {
 	if err := db.CheckMigrated(ctx, pool); err != nil {
 		return fmt.Errorf("%w: run \"baton migrate\" first", err)
 	}
-	file, err := c.loadConfig()
-	if err != nil {
-		return err
-	}
 	tools := engine.NewTools()
 	if err := file.RegisterTools(tools); err != nil {
-		return err
-	}
-	secret := os.Getenv("BATON_CALLBACK_SECRET")
-	if secret == "" && len(file.Callbacks.AllowHosts) > 0 {
-		logger.Warn("BATON_CALLBACK_SECRET is not set: callbacks are signed with an empty key")
-	}
-	channel, err := outboundChannel(file, logger)
-	if err != nil {
 		return err
 	}
 	reg := metrics.New(metrics.Config{Pool: pool, Logger: logger})
 	reg.WatchBreakers(tools)
 	eng, err := engine.New(engine.Config{
 		Pool: pool, Logger: logger, Tools: tools, Metrics: reg, Channel: channel,
-		CallbackAllowHosts: file.Callbacks.AllowHosts, CallbackSecret: []byte(secret),
+		CallbackAllowHosts: file.Callbacks.AllowHosts, CallbackSecret: secret,
 		LockTimeout: time.Duration(file.Locks.Timeout),
-		LaneLimits:  file.LaneLimits(),
+		LaneLimits:  file.LaneLimits(), LanePerTenant: file.LanePerTenant(),
 		Queue: engine.QueueConfig{Mode: file.Messages.Queue.Mode, DebounceMS: file.Messages.Queue.DebounceMS,
 			Cap: file.Messages.Queue.Cap, Drop: file.Messages.Queue.Drop, ByChannel: file.Messages.Queue.ByChannel},
 		Limits: file.Limits,
@@ -178,13 +191,25 @@ func serve(ctx context.Context, c serveConfig) error {
 			return err
 		}
 	}
-	client, err := jobs.NewClient(pool, jobs.Config{Engine: eng, Logger: logger, RescueStuckJobsAfter: c.rescueAfter})
+	client, err := jobs.NewClient(pool, jobs.Config{Engine: eng, Logger: logger, RescueStuckJobsAfter: c.rescueAfter,
+		LockReapInterval: time.Duration(file.Locks.ReapInterval)})
 	if err != nil {
 		return err
 	}
+	// Announced before River works a job, so that every job this process
+	// runs is handed back within seconds if it dies (jobs/presence.go).
+	presence, err := jobs.StartPresence(ctx, pool, jobs.PresenceConfig{Engine: eng, ClientID: client.ID(), Logger: logger})
+	if err != nil {
+		return err
+	}
+	defer presence.Stop(context.WithoutCancel(ctx)) // after River's client has stopped
 	api, err := httpapi.New(httpapi.Config{
 		Engine: eng, Pool: pool, JWTSecret: []byte(c.jwtSecret), Insecure: c.insecure, Logger: logger,
-		Hub: hub, Metrics: reg.Handler(),
+		Hub: hub, Metrics: reg.Handler(), MetricsToken: os.Getenv("BATON_METRICS_TOKEN"),
+		Token: httpapi.TokenPolicy{MaxLifetime: time.Duration(file.Auth.MaxTokenLifetime),
+			Audience: envOr("BATON_JWT_AUDIENCE", file.Auth.Audience), Issuer: envOr("BATON_JWT_ISSUER", file.Auth.Issuer)},
+		RateLimits: httpapi.RateLimits{Write: httpapi.RateLimit(file.RateLimits.Write), Read: httpapi.RateLimit(file.RateLimits.Read),
+			Stream: httpapi.RateLimit(file.RateLimits.Stream), MaxBuckets: file.RateLimits.MaxBuckets},
 	})
 	if err != nil {
 		return err
@@ -198,7 +223,7 @@ func serve(ctx context.Context, c serveConfig) error {
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w", c.addr, err)
 	}
-	srv := &http.Server{Handler: api.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	srv := newHTTPServer(api.Handler(), file.HTTP)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	logger.Info("baton serving", "addr", ln.Addr().String(), "auth", !c.insecure)
@@ -221,6 +246,22 @@ func serve(ctx context.Context, c serveConfig) error {
 		_ = client.StopAndCancel(shutdownCtx)
 	}
 	return nil
+}
+
+// newHTTPServer is the API's server with the config's timeouts: a whole
+// request must be read within ReadTimeout (its headers within 10 s), its
+// answer written within WriteTimeout, and an idle keep-alive connection is
+// closed after IdleTimeout. The WebSocket stream clears the read and write
+// deadlines of its connection (httpapi/stream.go).
+func newHTTPServer(h http.Handler, c config.HTTP) *http.Server {
+	read := time.Duration(c.ReadTimeout)
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: min(10*time.Second, read),
+		ReadTimeout:       read,
+		WriteTimeout:      time.Duration(c.WriteTimeout),
+		IdleTimeout:       time.Duration(c.IdleTimeout),
+	}
 }
 
 func cmdMigrate(ctx context.Context, args []string) error {
@@ -250,7 +291,9 @@ func cmdToken(args []string) error {
 	tenant := fs.String("tenant", "", "tenant the token is for (required)")
 	subject := fs.String("sub", "baton-cli", "subject of the token")
 	scope := fs.String("scope", "", `space-separated scopes (default "workflows:read workflows:write")`)
-	ttl := fs.Duration("ttl", 24*time.Hour, "how long the token is valid")
+	ttl := fs.Duration("ttl", 24*time.Hour, "how long the token is valid (baton serve refuses more than auth.maxTokenLifetime, default 720h)")
+	aud := fs.String("aud", os.Getenv("BATON_JWT_AUDIENCE"), "the token's aud claim (BATON_JWT_AUDIENCE)")
+	iss := fs.String("iss", os.Getenv("BATON_JWT_ISSUER"), "the token's iss claim (BATON_JWT_ISSUER)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -258,11 +301,24 @@ func cmdToken(args []string) error {
 	if secret == "" {
 		return errors.New("BATON_JWT_SECRET is not set")
 	}
+	if len(secret) < httpapi.MinJWTSecretBytes {
+		fmt.Fprintf(os.Stderr, "warning: BATON_JWT_SECRET is %d bytes; baton serve refuses a secret under %d bytes\n", len(secret), httpapi.MinJWTSecretBytes)
+	}
+	if *ttl > httpapi.DefaultMaxTokenLifetime {
+		fmt.Fprintf(os.Stderr, "warning: --ttl %s is over the %s baton serve accepts unless auth.maxTokenLifetime is raised\n", *ttl, httpapi.DefaultMaxTokenLifetime)
+	}
 	var scopes []string
 	if *scope != "" {
 		scopes = splitFields(*scope)
 	}
-	tok, err := httpapi.MintToken([]byte(secret), *tenant, *subject, scopes, *ttl)
+	var opts []httpapi.TokenOption
+	if *aud != "" {
+		opts = append(opts, httpapi.WithAudience(*aud))
+	}
+	if *iss != "" {
+		opts = append(opts, httpapi.WithIssuer(*iss))
+	}
+	tok, err := httpapi.MintToken([]byte(secret), *tenant, *subject, scopes, *ttl, opts...)
 	if err != nil {
 		return err
 	}
@@ -272,8 +328,8 @@ func cmdToken(args []string) error {
 
 // outboundChannel builds the channel adapter of the config file's
 // channels.default: the log (the default) or a webhook signed with
-// BATON_WEBHOOK_SECRET.
-func outboundChannel(file *config.Config, logger *slog.Logger) (engine.ChannelAdapter, error) {
+// BATON_WEBHOOK_SECRET (outboundSecret).
+func outboundChannel(file *config.Config, weakSecrets bool, logger *slog.Logger) (engine.ChannelAdapter, error) {
 	ch := file.Channels["default"]
 	switch ch.Type {
 	case "", "log":
@@ -282,11 +338,33 @@ func outboundChannel(file *config.Config, logger *slog.Logger) (engine.ChannelAd
 		if ch.URL == "" {
 			return nil, errors.New("channels.default is a webhook without a url")
 		}
-		secret := os.Getenv("BATON_WEBHOOK_SECRET")
-		if secret == "" {
-			logger.Warn("BATON_WEBHOOK_SECRET is not set: outbound webhooks are not signed")
+		secret, err := outboundSecret("BATON_WEBHOOK_SECRET", "channels.default is a webhook", weakSecrets, logger)
+		if err != nil {
+			return nil, err
 		}
-		return &engine.WebhookChannel{URL: ch.URL, Secret: []byte(secret)}, nil
+		return &engine.WebhookChannel{URL: ch.URL, Secret: secret}, nil
 	}
 	return nil, fmt.Errorf("channels.default: unknown type %q", ch.Type)
+}
+
+// outboundSecret reads the secret in the environment variable env that
+// signs outbound calls, which why says are enabled. A secret under
+// engine.MinSecretBytes (an empty one included) is an error, or with
+// weakSecrets (baton dev) a warning: an empty key signs what anyone can
+// forge.
+func outboundSecret(env, why string, weakSecrets bool, logger *slog.Logger) ([]byte, error) {
+	secret := os.Getenv(env)
+	if len(secret) >= engine.MinSecretBytes {
+		return []byte(secret), nil
+	}
+	state := "is not set"
+	if secret != "" {
+		state = fmt.Sprintf("is %d bytes", len(secret))
+	}
+	msg := fmt.Sprintf("%s %s, but %s: set it to a secret of at least %d bytes (openssl rand -hex 32)", env, state, why, engine.MinSecretBytes)
+	if !weakSecrets {
+		return nil, errors.New(msg)
+	}
+	logger.Warn(msg + "; baton dev goes on with it")
+	return []byte(secret), nil
 }

@@ -1161,8 +1161,9 @@ type ExecutionReserveRow struct {
 	StartedAt time.Time
 }
 
-// An id and timestamps for a settling start, and whether its lane has room
-// for it: fewer than @lane_limit running and no admissible pending run,
+// An id and timestamps for a settling start, and whether its global lane
+// has room for it: fewer than @lane_limit running and no admissible
+// pending run,
 // read without the lane row lock. Such a run never holds a slot
 // (engine/lane.go, "Runs that never hold a slot"); ExecutionInsertSettled
 // writes its row.

@@ -248,22 +248,28 @@ func (q *Queries) ExecutionSetSession(ctx context.Context, db DBTX, arg *Executi
 const laneArmDispatch = `-- name: LaneArmDispatch :one
 UPDATE lane
 SET dispatch_pending = true, dispatch_pending_since = now()
-WHERE tenant_id = '' AND name = $1::text AND NOT dispatch_pending
+WHERE tenant_id = $1::text AND name = $2::text AND NOT dispatch_pending
 RETURNING name
 `
 
+type LaneArmDispatchParams struct {
+	Owner string
+	Name  string
+}
+
 // Marks a lane.dispatch as enqueued; no row means one already is.
-func (q *Queries) LaneArmDispatch(ctx context.Context, db DBTX, name string) (string, error) {
-	row := db.QueryRow(ctx, laneArmDispatch, name)
-	var name_2 string
-	err := row.Scan(&name_2)
-	return name_2, err
+func (q *Queries) LaneArmDispatch(ctx context.Context, db DBTX, arg *LaneArmDispatchParams) (string, error) {
+	row := db.QueryRow(ctx, laneArmDispatch, arg.Owner, arg.Name)
+	var name string
+	err := row.Scan(&name)
+	return name, err
 }
 
 const laneCountRunning = `-- name: LaneCountRunning :one
 SELECT count(*)::integer FROM agent_execution WHERE lane = $1::text AND status = 'running'
 `
 
+// The running executions of a global lane, all tenants'.
 func (q *Queries) LaneCountRunning(ctx context.Context, db DBTX, lane string) (int32, error) {
 	row := db.QueryRow(ctx, laneCountRunning, lane)
 	var column_1 int32
@@ -273,17 +279,22 @@ func (q *Queries) LaneCountRunning(ctx context.Context, db DBTX, lane string) (i
 
 const laneDisarmDispatch = `-- name: LaneDisarmDispatch :exec
 UPDATE lane SET dispatch_pending = false, dispatch_pending_since = NULL
-WHERE tenant_id = '' AND name = $1::text
+WHERE tenant_id = $1::text AND name = $2::text
 `
 
-func (q *Queries) LaneDisarmDispatch(ctx context.Context, db DBTX, name string) error {
-	_, err := db.Exec(ctx, laneDisarmDispatch, name)
+type LaneDisarmDispatchParams struct {
+	Owner string
+	Name  string
+}
+
+func (q *Queries) LaneDisarmDispatch(ctx context.Context, db DBTX, arg *LaneDisarmDispatchParams) error {
+	_, err := db.Exec(ctx, laneDisarmDispatch, arg.Owner, arg.Name)
 	return err
 }
 
 const laneEnsure = `-- name: LaneEnsure :exec
-INSERT INTO lane (tenant_id, name, max_concurrent)
-VALUES ($1::text, $2::text, $3::integer)
+INSERT INTO lane (tenant_id, name, max_concurrent, per_tenant)
+VALUES ($1::text, $2::text, $3::integer, $4::integer)
 ON CONFLICT (tenant_id, name) DO NOTHING
 `
 
@@ -291,24 +302,166 @@ type LaneEnsureParams struct {
 	TenantID      string
 	Name          string
 	MaxConcurrent int32
+	PerTenant     int32
 }
 
-// Creates a lane row on first use with its default limit.
+// Creates a global or session lane row on first use with its limits.
 func (q *Queries) LaneEnsure(ctx context.Context, db DBTX, arg *LaneEnsureParams) error {
-	_, err := db.Exec(ctx, laneEnsure, arg.TenantID, arg.Name, arg.MaxConcurrent)
+	_, err := db.Exec(ctx, laneEnsure,
+		arg.TenantID,
+		arg.Name,
+		arg.MaxConcurrent,
+		arg.PerTenant,
+	)
 	return err
 }
 
+const laneEnsureOwned = `-- name: LaneEnsureOwned :one
+WITH ins AS (
+    INSERT INTO lane (tenant_id, name, max_concurrent)
+    SELECT $1::text, $2::text, $3::integer
+    WHERE (SELECT count(*) FROM lane WHERE tenant_id = $1::text AND name NOT LIKE 'session:%') < $4::integer
+    ON CONFLICT (tenant_id, name) DO NOTHING
+    RETURNING 1
+)
+SELECT (EXISTS (SELECT 1 FROM ins)
+        OR EXISTS (SELECT 1 FROM lane WHERE tenant_id = $1::text AND name = $2::text))::boolean AS exists
+`
+
+type LaneEnsureOwnedParams struct {
+	TenantID      string
+	Name          string
+	MaxConcurrent int32
+	MaxLanes      int32
+}
+
+// Creates a tenant's own lane row on first use unless the tenant already
+// has @max_lanes lanes of its own (session lanes not counted). exists is
+// false when the row is not there: the tenant is at its bound.
+func (q *Queries) LaneEnsureOwned(ctx context.Context, db DBTX, arg *LaneEnsureOwnedParams) (bool, error) {
+	row := db.QueryRow(ctx, laneEnsureOwned,
+		arg.TenantID,
+		arg.Name,
+		arg.MaxConcurrent,
+		arg.MaxLanes,
+	)
+	var exists bool
+	err := row.Scan(&exists)
+	return exists, err
+}
+
+const laneFairCandidates = `-- name: LaneFairCandidates :many
+WITH RECURSIVE tenants AS (
+    (SELECT x.tenant_id FROM agent_execution x
+     WHERE x.lane = $1::text AND x.status = 'pending'
+     ORDER BY x.tenant_id LIMIT 1)
+    UNION ALL
+    SELECT (SELECT x.tenant_id FROM agent_execution x
+            WHERE x.lane = $1::text AND x.status = 'pending' AND x.tenant_id > t.tenant_id
+            ORDER BY x.tenant_id LIMIT 1)
+    FROM tenants t WHERE t.tenant_id IS NOT NULL
+), running AS MATERIALIZED (
+    SELECT x.tenant_id, count(*)::integer AS running FROM agent_execution x
+    WHERE x.lane = $1::text AND x.status = 'running'
+    GROUP BY x.tenant_id
+), heads AS MATERIALIZED (
+    SELECT h.id, h.tenant_id, h.admit_first, h.queued_at, coalesce(r.running, 0)::integer AS running
+    FROM (SELECT tenant_id FROM tenants
+          WHERE tenant_id IS NOT NULL AND ($2::text = '' OR tenant_id = $2::text)
+          LIMIT $3::integer) t
+    LEFT JOIN running r ON r.tenant_id = t.tenant_id
+    CROSS JOIN LATERAL (
+        SELECT x.id, x.tenant_id, x.admit_first, x.queued_at FROM agent_execution x
+        WHERE x.lane = $1::text AND x.tenant_id = t.tenant_id AND x.status = 'pending' AND x.queued_at <= clock_timestamp()
+        ORDER BY x.admit_first DESC, x.queued_at, x.id
+        LIMIT $4::integer) h
+), held AS (
+    SELECT x.id, x.execution_id, x.session_key
+    FROM agent_execution x
+    WHERE x.id IN (SELECT id FROM heads) AND x.status = 'pending'
+    FOR UPDATE SKIP LOCKED
+)
+SELECT h.id, h.tenant_id, h.admit_first, h.queued_at, h.running,
+       (held.id IS NOT NULL)::boolean AS locked, held.execution_id, held.session_key
+FROM heads h
+LEFT JOIN held ON held.id = h.id
+ORDER BY h.tenant_id, h.admit_first DESC, h.queued_at, h.id
+`
+
+type LaneFairCandidatesParams struct {
+	Lane       string
+	Owner      string
+	MaxTenants int32
+	PerTenant  int32
+}
+
+type LaneFairCandidatesRow struct {
+	ID          int64
+	TenantID    string
+	AdmitFirst  bool
+	QueuedAt    *time.Time
+	Running     int32
+	Locked      bool
+	ExecutionID *string
+	SessionKey  *string
+}
+
+// The admissible pending executions of a lane (a global lane: @owner ”;
+// a tenant's own lane: @owner that tenant), as up to @per_tenant heads of
+// each of up to @max_tenants tenants with pending work, in each tenant's
+// admission order (resumed ones first, then oldest first; runs paused until
+// later, queued_at in the future, are not admissible yet), with the
+// tenant's running count in the lane. Each head is locked unless another
+// transaction holds it: locked is false for those, and admission takes no
+// later run of that tenant rather than admit past an earlier one. The
+// tenants are found by a skip scan of the pending index, one probe each,
+// and the running counts by one pass over the lane's running index.
+func (q *Queries) LaneFairCandidates(ctx context.Context, db DBTX, arg *LaneFairCandidatesParams) ([]*LaneFairCandidatesRow, error) {
+	rows, err := db.Query(ctx, laneFairCandidates,
+		arg.Lane,
+		arg.Owner,
+		arg.MaxTenants,
+		arg.PerTenant,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []*LaneFairCandidatesRow{}
+	for rows.Next() {
+		var i LaneFairCandidatesRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.TenantID,
+			&i.AdmitFirst,
+			&i.QueuedAt,
+			&i.Running,
+			&i.Locked,
+			&i.ExecutionID,
+			&i.SessionKey,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const laneListNeedingDispatch = `-- name: LaneListNeedingDispatch :many
-SELECT l.name
+SELECT l.tenant_id AS owner, l.name
 FROM lane l
-WHERE l.tenant_id = ''
+WHERE l.name NOT LIKE 'session:%'
   AND ((NOT l.dispatch_pending
         AND EXISTS (SELECT 1 FROM agent_execution x WHERE x.lane = l.name AND x.status = 'pending'
+                    AND (l.tenant_id = '' OR x.tenant_id = l.tenant_id)
                     AND x.queued_at < now() - make_interval(secs => $1::double precision))
-        AND (SELECT count(*) FROM agent_execution x WHERE x.lane = l.name AND x.status = 'running') < l.max_concurrent)
+        AND (SELECT count(*) FROM agent_execution x WHERE x.lane = l.name AND x.status = 'running'
+             AND (l.tenant_id = '' OR x.tenant_id = l.tenant_id)) < l.max_concurrent)
     OR (l.dispatch_pending AND l.dispatch_pending_since < now() - make_interval(secs => $2::double precision)))
-ORDER BY l.name
+ORDER BY l.tenant_id, l.name
 `
 
 type LaneListNeedingDispatchParams struct {
@@ -316,21 +469,26 @@ type LaneListNeedingDispatchParams struct {
 	RearmAfterSeconds float64
 }
 
-// Global lanes with a free slot and eligible pending work, or whose
-// dispatch has been pending too long (its job was lost).
-func (q *Queries) LaneListNeedingDispatch(ctx context.Context, db DBTX, arg *LaneListNeedingDispatchParams) ([]string, error) {
+type LaneListNeedingDispatchRow struct {
+	Owner string
+	Name  string
+}
+
+// Global and tenant lanes with a free slot and eligible pending work, or
+// whose dispatch has been pending too long (its job was lost).
+func (q *Queries) LaneListNeedingDispatch(ctx context.Context, db DBTX, arg *LaneListNeedingDispatchParams) ([]*LaneListNeedingDispatchRow, error) {
 	rows, err := db.Query(ctx, laneListNeedingDispatch, arg.IdleSeconds, arg.RearmAfterSeconds)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	items := []string{}
+	items := []*LaneListNeedingDispatchRow{}
 	for rows.Next() {
-		var name string
-		if err := rows.Scan(&name); err != nil {
+		var i LaneListNeedingDispatchRow
+		if err := rows.Scan(&i.Owner, &i.Name); err != nil {
 			return nil, err
 		}
-		items = append(items, name)
+		items = append(items, &i)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err
@@ -339,7 +497,7 @@ func (q *Queries) LaneListNeedingDispatch(ctx context.Context, db DBTX, arg *Lan
 }
 
 const laneLock = `-- name: LaneLock :one
-SELECT tenant_id, name, max_concurrent, dispatch_pending, dispatch_pending_since, flush_pending, flush_at, created_at, updated_at FROM lane WHERE tenant_id = $1::text AND name = $2::text FOR UPDATE
+SELECT tenant_id, name, max_concurrent, dispatch_pending, dispatch_pending_since, flush_pending, flush_at, created_at, updated_at, per_tenant FROM lane WHERE tenant_id = $1::text AND name = $2::text FOR UPDATE
 `
 
 type LaneLockParams struct {
@@ -362,94 +520,54 @@ func (q *Queries) LaneLock(ctx context.Context, db DBTX, arg *LaneLockParams) (*
 		&i.FlushAt,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.PerTenant,
 	)
 	return &i, err
 }
 
-const lanePendingCandidates = `-- name: LanePendingCandidates :many
-WITH ordered AS MATERIALIZED (
-    SELECT id, admit_first, queued_at
-    FROM agent_execution
-    WHERE lane = $1::text AND status = 'pending' AND queued_at <= clock_timestamp()
-    ORDER BY admit_first DESC, queued_at, id
-    LIMIT $2::integer
-), held AS (
-    SELECT x.id, x.tenant_id, x.execution_id, x.session_key, x.queued_at
-    FROM agent_execution x
-    WHERE x.id IN (SELECT id FROM ordered) AND x.status = 'pending'
-    FOR UPDATE SKIP LOCKED
-)
-SELECT o.id, (h.id IS NOT NULL)::boolean AS locked, h.tenant_id, h.execution_id, h.session_key, h.queued_at
-FROM ordered o
-LEFT JOIN held h ON h.id = o.id
-ORDER BY o.admit_first DESC, o.queued_at, o.id
-`
-
-type LanePendingCandidatesParams struct {
-	Lane string
-	Max  int32
-}
-
-type LanePendingCandidatesRow struct {
-	ID          int64
-	Locked      bool
-	TenantID    *string
-	ExecutionID *string
-	SessionKey  *string
-	QueuedAt    *time.Time
-}
-
-// The lane's admissible pending executions in admission order (resumed ones
-// first, then oldest first; runs paused until later, queued_at in the
-// future, are not admissible yet), each locked unless another transaction
-// holds it: locked is false for those, and admission stops there rather
-// than admit past an earlier run.
-func (q *Queries) LanePendingCandidates(ctx context.Context, db DBTX, arg *LanePendingCandidatesParams) ([]*LanePendingCandidatesRow, error) {
-	rows, err := db.Query(ctx, lanePendingCandidates, arg.Lane, arg.Max)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	items := []*LanePendingCandidatesRow{}
-	for rows.Next() {
-		var i LanePendingCandidatesRow
-		if err := rows.Scan(
-			&i.ID,
-			&i.Locked,
-			&i.TenantID,
-			&i.ExecutionID,
-			&i.SessionKey,
-			&i.QueuedAt,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, &i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
 const laneSetLimit = `-- name: LaneSetLimit :exec
-UPDATE lane SET max_concurrent = $1::integer, updated_at = now()
-WHERE tenant_id = $2::text AND name = $3::text
+UPDATE lane SET max_concurrent = $1::integer, per_tenant = $2::integer, updated_at = now()
+WHERE tenant_id = $3::text AND name = $4::text
 `
 
 type LaneSetLimitParams struct {
 	MaxConcurrent int32
+	PerTenant     int32
 	TenantID      string
 	Name          string
 }
 
-// Stores the configured limit of a lane whose row the caller holds.
+// Stores the configured limits of a lane whose row the caller holds.
 func (q *Queries) LaneSetLimit(ctx context.Context, db DBTX, arg *LaneSetLimitParams) error {
-	_, err := db.Exec(ctx, laneSetLimit, arg.MaxConcurrent, arg.TenantID, arg.Name)
+	_, err := db.Exec(ctx, laneSetLimit,
+		arg.MaxConcurrent,
+		arg.PerTenant,
+		arg.TenantID,
+		arg.Name,
+	)
 	return err
 }
 
+const laneTenantRunning = `-- name: LaneTenantRunning :one
+SELECT count(*)::integer FROM agent_execution
+WHERE lane = $1::text AND tenant_id = $2::text AND status = 'running'
+`
+
+type LaneTenantRunningParams struct {
+	Lane     string
+	TenantID string
+}
+
+// One tenant's running executions in a lane: all of a tenant's own lane's.
+func (q *Queries) LaneTenantRunning(ctx context.Context, db DBTX, arg *LaneTenantRunningParams) (int32, error) {
+	row := db.QueryRow(ctx, laneTenantRunning, arg.Lane, arg.TenantID)
+	var column_1 int32
+	err := row.Scan(&column_1)
+	return column_1, err
+}
+
 const laneTryLock = `-- name: LaneTryLock :one
-SELECT tenant_id, name, max_concurrent, dispatch_pending, dispatch_pending_since, flush_pending, flush_at, created_at, updated_at FROM lane WHERE tenant_id = $1::text AND name = $2::text FOR UPDATE SKIP LOCKED
+SELECT tenant_id, name, max_concurrent, dispatch_pending, dispatch_pending_since, flush_pending, flush_at, created_at, updated_at, per_tenant FROM lane WHERE tenant_id = $1::text AND name = $2::text FOR UPDATE SKIP LOCKED
 `
 
 type LaneTryLockParams struct {
@@ -473,26 +591,38 @@ func (q *Queries) LaneTryLock(ctx context.Context, db DBTX, arg *LaneTryLockPara
 		&i.FlushAt,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.PerTenant,
 	)
 	return &i, err
 }
 
 const monitorLaneList = `-- name: MonitorLaneList :many
-SELECT lane::text AS lane, max_concurrent::integer AS max_concurrent, running::bigint AS running,
-       pending::bigint AS pending, oldest_pending_age_ms::bigint AS oldest_pending_age_ms
-FROM monitor_lanes
-WHERE tenant_id = '' OR tenant_id = $1::text
-ORDER BY lane
+SELECT l.name::text AS lane, l.max_concurrent::integer AS max_concurrent, l.per_tenant::integer AS per_tenant,
+       (SELECT count(*) FROM agent_execution x WHERE x.lane = l.name AND x.tenant_id = $1::text AND x.status = 'running')::bigint AS running,
+       (SELECT count(*) FROM agent_execution x WHERE x.lane = l.name AND x.tenant_id = $1::text AND x.status = 'pending')::bigint AS pending,
+       greatest(coalesce((SELECT (extract(epoch FROM now() - min(x.queued_at)) * 1000)::bigint FROM agent_execution x
+                          WHERE x.lane = l.name AND x.tenant_id = $1::text AND x.status = 'pending'), 0), 0)::bigint AS oldest_pending_age_ms
+FROM lane l
+WHERE l.tenant_id = ''
+UNION ALL
+SELECT m.lane::text, m.max_concurrent::integer, 0, m.running::bigint, m.pending::bigint, m.oldest_pending_age_ms::bigint
+FROM monitor_lanes m
+WHERE m.tenant_id = $1::text
+ORDER BY 1
 `
 
 type MonitorLaneListRow struct {
 	Lane               string
 	MaxConcurrent      int32
+	PerTenant          int32
 	Running            int64
 	Pending            int64
 	OldestPendingAgeMs int64
 }
 
+// A tenant's view of the lanes: the global lanes with its own running and
+// pending executions in them (never other tenants'), its own lanes and its
+// session lanes with work.
 func (q *Queries) MonitorLaneList(ctx context.Context, db DBTX, tenantID string) ([]*MonitorLaneListRow, error) {
 	rows, err := db.Query(ctx, monitorLaneList, tenantID)
 	if err != nil {
@@ -505,6 +635,7 @@ func (q *Queries) MonitorLaneList(ctx context.Context, db DBTX, tenantID string)
 		if err := rows.Scan(
 			&i.Lane,
 			&i.MaxConcurrent,
+			&i.PerTenant,
 			&i.Running,
 			&i.Pending,
 			&i.OldestPendingAgeMs,

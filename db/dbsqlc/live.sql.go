@@ -30,16 +30,29 @@ func (q *Queries) EventFence(ctx context.Context, db DBTX, known int64) (*EventF
 	return &i, err
 }
 
-const eventOldestRunning = `-- name: EventOldestRunning :one
-SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint AS oldest_running
+const eventSequenceLast = `-- name: EventSequenceLast :one
+SELECT coalesce(pg_sequence_last_value('execution_event_id_seq'::regclass), 0)::bigint AS last_id
 `
 
-// The oldest transaction still running (the current snapshot's xmin).
-func (q *Queries) EventOldestRunning(ctx context.Context, db DBTX) (int64, error) {
-	row := db.QueryRow(ctx, eventOldestRunning)
-	var oldest_running int64
-	err := row.Scan(&oldest_running)
-	return oldest_running, err
+// The event id sequence's last value, 0 before any id was drawn.
+func (q *Queries) EventSequenceLast(ctx context.Context, db DBTX) (int64, error) {
+	row := db.QueryRow(ctx, eventSequenceLast)
+	var last_id int64
+	err := row.Scan(&last_id)
+	return last_id, err
+}
+
+const eventSequenceRaise = `-- name: EventSequenceRaise :exec
+SELECT setval('execution_event_id_seq'::regclass, $1::bigint)
+WHERE coalesce(pg_sequence_last_value('execution_event_id_seq'::regclass), 0) < $1::bigint
+`
+
+// Moves the event id sequence up to known when it is behind, never down: the
+// next id drawn is then over known. The caller keeps event inserts out while
+// it runs (setval is not atomic with the check).
+func (q *Queries) EventSequenceRaise(ctx context.Context, db DBTX, known int64) error {
+	_, err := db.Exec(ctx, eventSequenceRaise, known)
+	return err
 }
 
 const eventStreamRange = `-- name: EventStreamRange :many
@@ -124,4 +137,18 @@ func (q *Queries) EventStreamRange(ctx context.Context, db DBTX, arg *EventStrea
 		return nil, err
 	}
 	return items, nil
+}
+
+const eventWritersXmin = `-- name: EventWritersXmin :one
+SELECT execution_event_writers_xmin($1::bigint)::bigint AS writers_xmin
+`
+
+// A transaction id no running event writer of this database is older than
+// (see migration 00019); it reads pg_locks only when some transaction on the
+// server is older than wanted.
+func (q *Queries) EventWritersXmin(ctx context.Context, db DBTX, wanted int64) (int64, error) {
+	row := db.QueryRow(ctx, eventWritersXmin, wanted)
+	var writers_xmin int64
+	err := row.Scan(&writers_xmin)
+	return writers_xmin, err
 }

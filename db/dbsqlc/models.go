@@ -212,6 +212,16 @@ type AgentExecution struct {
 	StepRecoveries       int32
 }
 
+type BatonProcess struct {
+	ID         int64
+	ClientID   string
+	Hostname   string
+	Pid        int32
+	StartedAt  time.Time
+	LockedAt   time.Time
+	LockLostAt *time.Time
+}
+
 type ExecutionEvent struct {
 	ID          int64
 	TenantID    string
@@ -256,6 +266,7 @@ type Lane struct {
 	FlushAt              *time.Time
 	CreatedAt            time.Time
 	UpdatedAt            time.Time
+	PerTenant            int32
 }
 
 type MonitorActiveLock struct {
@@ -340,6 +351,19 @@ type RiverJob struct {
 	State       RiverJobState
 	Queue       string
 	ScheduledAt time.Time
+	Attempt     int16
+	MaxAttempts int16
+	AttemptedBy []string
+	Errors      []json.RawMessage
+	FinalizedAt *time.Time
+	Metadata    json.RawMessage
+}
+
+type RiverLeader struct {
+	ElectedAt time.Time
+	ExpiresAt time.Time
+	LeaderID  string
+	Name      string
 }
 
 type Thread struct {

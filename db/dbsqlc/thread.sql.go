@@ -105,6 +105,44 @@ func (q *Queries) ThreadCleanupStaleLocks(ctx context.Context, db DBTX, lockTime
 	return items, nil
 }
 
+const threadCleanupStaleLocksByTenant = `-- name: ThreadCleanupStaleLocksByTenant :many
+SELECT c.id::bigint AS id, c.thread_id::text AS thread_id
+FROM clear_stale_locks(make_interval(secs => $1::double precision), $2::text) c
+`
+
+type ThreadCleanupStaleLocksByTenantParams struct {
+	LockTimeoutSeconds float64
+	TenantID           string
+}
+
+type ThreadCleanupStaleLocksByTenantRow struct {
+	ID       int64
+	ThreadID string
+}
+
+// clear_stale_locks() for one tenant (POST /monitor/locks/cleanup): its
+// stale and orphan locks are cleared and their threads flagged for a drain;
+// other tenants' locks are left alone.
+func (q *Queries) ThreadCleanupStaleLocksByTenant(ctx context.Context, db DBTX, arg *ThreadCleanupStaleLocksByTenantParams) ([]*ThreadCleanupStaleLocksByTenantRow, error) {
+	rows, err := db.Query(ctx, threadCleanupStaleLocksByTenant, arg.LockTimeoutSeconds, arg.TenantID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []*ThreadCleanupStaleLocksByTenantRow{}
+	for rows.Next() {
+		var i ThreadCleanupStaleLocksByTenantRow
+		if err := rows.Scan(&i.ID, &i.ThreadID); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const threadClearLock = `-- name: ThreadClearLock :exec
 UPDATE thread
 SET active_execution_id = NULL,

@@ -1,13 +1,27 @@
 -- name: LaneSetLimit :exec
--- Stores the configured limit of a lane whose row the caller holds.
-UPDATE lane SET max_concurrent = @max_concurrent::integer, updated_at = now()
+-- Stores the configured limits of a lane whose row the caller holds.
+UPDATE lane SET max_concurrent = @max_concurrent::integer, per_tenant = @per_tenant::integer, updated_at = now()
 WHERE tenant_id = @tenant_id::text AND name = @name::text;
 
 -- name: LaneEnsure :exec
--- Creates a lane row on first use with its default limit.
-INSERT INTO lane (tenant_id, name, max_concurrent)
-VALUES (@tenant_id::text, @name::text, @max_concurrent::integer)
+-- Creates a global or session lane row on first use with its limits.
+INSERT INTO lane (tenant_id, name, max_concurrent, per_tenant)
+VALUES (@tenant_id::text, @name::text, @max_concurrent::integer, @per_tenant::integer)
 ON CONFLICT (tenant_id, name) DO NOTHING;
+
+-- name: LaneEnsureOwned :one
+-- Creates a tenant's own lane row on first use unless the tenant already
+-- has @max_lanes lanes of its own (session lanes not counted). exists is
+-- false when the row is not there: the tenant is at its bound.
+WITH ins AS (
+    INSERT INTO lane (tenant_id, name, max_concurrent)
+    SELECT @tenant_id::text, @name::text, @max_concurrent::integer
+    WHERE (SELECT count(*) FROM lane WHERE tenant_id = @tenant_id::text AND name NOT LIKE 'session:%') < @max_lanes::integer
+    ON CONFLICT (tenant_id, name) DO NOTHING
+    RETURNING 1
+)
+SELECT (EXISTS (SELECT 1 FROM ins)
+        OR EXISTS (SELECT 1 FROM lane WHERE tenant_id = @tenant_id::text AND name = @name::text))::boolean AS exists;
 
 -- name: LaneLock :one
 -- Takes a lane row, waiting for it: only for transactions that hold no
@@ -21,34 +35,64 @@ SELECT * FROM lane WHERE tenant_id = @tenant_id::text AND name = @name::text FOR
 SELECT * FROM lane WHERE tenant_id = @tenant_id::text AND name = @name::text FOR UPDATE SKIP LOCKED;
 
 -- name: LaneCountRunning :one
+-- The running executions of a global lane, all tenants'.
 SELECT count(*)::integer FROM agent_execution WHERE lane = @lane::text AND status = 'running';
+
+-- name: LaneTenantRunning :one
+-- One tenant's running executions in a lane: all of a tenant's own lane's.
+SELECT count(*)::integer FROM agent_execution
+WHERE lane = @lane::text AND tenant_id = @tenant_id::text AND status = 'running';
 
 -- name: SessionCountRunning :one
 SELECT count(*)::integer FROM agent_execution
 WHERE tenant_id = @tenant_id::text AND session_key = @session_key::text AND status = 'running';
 
--- name: LanePendingCandidates :many
--- The lane's admissible pending executions in admission order (resumed ones
--- first, then oldest first; runs paused until later, queued_at in the
--- future, are not admissible yet), each locked unless another transaction
--- holds it: locked is false for those, and admission stops there rather
--- than admit past an earlier run.
-WITH ordered AS MATERIALIZED (
-    SELECT id, admit_first, queued_at
-    FROM agent_execution
-    WHERE lane = @lane::text AND status = 'pending' AND queued_at <= clock_timestamp()
-    ORDER BY admit_first DESC, queued_at, id
-    LIMIT @max::integer
+-- name: LaneFairCandidates :many
+-- The admissible pending executions of a lane (a global lane: @owner '';
+-- a tenant's own lane: @owner that tenant), as up to @per_tenant heads of
+-- each of up to @max_tenants tenants with pending work, in each tenant's
+-- admission order (resumed ones first, then oldest first; runs paused until
+-- later, queued_at in the future, are not admissible yet), with the
+-- tenant's running count in the lane. Each head is locked unless another
+-- transaction holds it: locked is false for those, and admission takes no
+-- later run of that tenant rather than admit past an earlier one. The
+-- tenants are found by a skip scan of the pending index, one probe each,
+-- and the running counts by one pass over the lane's running index.
+WITH RECURSIVE tenants AS (
+    (SELECT x.tenant_id FROM agent_execution x
+     WHERE x.lane = @lane::text AND x.status = 'pending'
+     ORDER BY x.tenant_id LIMIT 1)
+    UNION ALL
+    SELECT (SELECT x.tenant_id FROM agent_execution x
+            WHERE x.lane = @lane::text AND x.status = 'pending' AND x.tenant_id > t.tenant_id
+            ORDER BY x.tenant_id LIMIT 1)
+    FROM tenants t WHERE t.tenant_id IS NOT NULL
+), running AS MATERIALIZED (
+    SELECT x.tenant_id, count(*)::integer AS running FROM agent_execution x
+    WHERE x.lane = @lane::text AND x.status = 'running'
+    GROUP BY x.tenant_id
+), heads AS MATERIALIZED (
+    SELECT h.id, h.tenant_id, h.admit_first, h.queued_at, coalesce(r.running, 0)::integer AS running
+    FROM (SELECT tenant_id FROM tenants
+          WHERE tenant_id IS NOT NULL AND (@owner::text = '' OR tenant_id = @owner::text)
+          LIMIT @max_tenants::integer) t
+    LEFT JOIN running r ON r.tenant_id = t.tenant_id
+    CROSS JOIN LATERAL (
+        SELECT x.id, x.tenant_id, x.admit_first, x.queued_at FROM agent_execution x
+        WHERE x.lane = @lane::text AND x.tenant_id = t.tenant_id AND x.status = 'pending' AND x.queued_at <= clock_timestamp()
+        ORDER BY x.admit_first DESC, x.queued_at, x.id
+        LIMIT @per_tenant::integer) h
 ), held AS (
-    SELECT x.id, x.tenant_id, x.execution_id, x.session_key, x.queued_at
+    SELECT x.id, x.execution_id, x.session_key
     FROM agent_execution x
-    WHERE x.id IN (SELECT id FROM ordered) AND x.status = 'pending'
+    WHERE x.id IN (SELECT id FROM heads) AND x.status = 'pending'
     FOR UPDATE SKIP LOCKED
 )
-SELECT o.id, (h.id IS NOT NULL)::boolean AS locked, h.tenant_id, h.execution_id, h.session_key, h.queued_at
-FROM ordered o
-LEFT JOIN held h ON h.id = o.id
-ORDER BY o.admit_first DESC, o.queued_at, o.id;
+SELECT h.id, h.tenant_id, h.admit_first, h.queued_at, h.running,
+       (held.id IS NOT NULL)::boolean AS locked, held.execution_id, held.session_key
+FROM heads h
+LEFT JOIN held ON held.id = h.id
+ORDER BY h.tenant_id, h.admit_first DESC, h.queued_at, h.id;
 
 -- name: ExecutionAdmit :one
 -- pending → running: the lane admitted it.
@@ -95,32 +139,44 @@ RETURNING *;
 -- Marks a lane.dispatch as enqueued; no row means one already is.
 UPDATE lane
 SET dispatch_pending = true, dispatch_pending_since = now()
-WHERE tenant_id = '' AND name = @name::text AND NOT dispatch_pending
+WHERE tenant_id = @owner::text AND name = @name::text AND NOT dispatch_pending
 RETURNING name;
 
 -- name: LaneDisarmDispatch :exec
 UPDATE lane SET dispatch_pending = false, dispatch_pending_since = NULL
-WHERE tenant_id = '' AND name = @name::text;
+WHERE tenant_id = @owner::text AND name = @name::text;
 
 -- name: LaneListNeedingDispatch :many
--- Global lanes with a free slot and eligible pending work, or whose
--- dispatch has been pending too long (its job was lost).
-SELECT l.name
+-- Global and tenant lanes with a free slot and eligible pending work, or
+-- whose dispatch has been pending too long (its job was lost).
+SELECT l.tenant_id AS owner, l.name
 FROM lane l
-WHERE l.tenant_id = ''
+WHERE l.name NOT LIKE 'session:%'
   AND ((NOT l.dispatch_pending
         AND EXISTS (SELECT 1 FROM agent_execution x WHERE x.lane = l.name AND x.status = 'pending'
+                    AND (l.tenant_id = '' OR x.tenant_id = l.tenant_id)
                     AND x.queued_at < now() - make_interval(secs => @idle_seconds::double precision))
-        AND (SELECT count(*) FROM agent_execution x WHERE x.lane = l.name AND x.status = 'running') < l.max_concurrent)
+        AND (SELECT count(*) FROM agent_execution x WHERE x.lane = l.name AND x.status = 'running'
+             AND (l.tenant_id = '' OR x.tenant_id = l.tenant_id)) < l.max_concurrent)
     OR (l.dispatch_pending AND l.dispatch_pending_since < now() - make_interval(secs => @rearm_after_seconds::double precision)))
-ORDER BY l.name;
+ORDER BY l.tenant_id, l.name;
 
 -- name: MonitorLaneList :many
-SELECT lane::text AS lane, max_concurrent::integer AS max_concurrent, running::bigint AS running,
-       pending::bigint AS pending, oldest_pending_age_ms::bigint AS oldest_pending_age_ms
-FROM monitor_lanes
-WHERE tenant_id = '' OR tenant_id = @tenant_id::text
-ORDER BY lane;
+-- A tenant's view of the lanes: the global lanes with its own running and
+-- pending executions in them (never other tenants'), its own lanes and its
+-- session lanes with work.
+SELECT l.name::text AS lane, l.max_concurrent::integer AS max_concurrent, l.per_tenant::integer AS per_tenant,
+       (SELECT count(*) FROM agent_execution x WHERE x.lane = l.name AND x.tenant_id = @tenant_id::text AND x.status = 'running')::bigint AS running,
+       (SELECT count(*) FROM agent_execution x WHERE x.lane = l.name AND x.tenant_id = @tenant_id::text AND x.status = 'pending')::bigint AS pending,
+       greatest(coalesce((SELECT (extract(epoch FROM now() - min(x.queued_at)) * 1000)::bigint FROM agent_execution x
+                          WHERE x.lane = l.name AND x.tenant_id = @tenant_id::text AND x.status = 'pending'), 0), 0)::bigint AS oldest_pending_age_ms
+FROM lane l
+WHERE l.tenant_id = ''
+UNION ALL
+SELECT m.lane::text, m.max_concurrent::integer, 0, m.running::bigint, m.pending::bigint, m.oldest_pending_age_ms::bigint
+FROM monitor_lanes m
+WHERE m.tenant_id = @tenant_id::text
+ORDER BY 1;
 
 -- name: ExecutionSetSession :exec
 UPDATE agent_execution SET session_key = @session_key::text WHERE id = @id::bigint;

@@ -4,9 +4,11 @@
 SELECT f.last_id::bigint AS last_id, f.bound AS bound
 FROM execution_event_fence(@known::bigint) AS f;
 
--- name: EventOldestRunning :one
--- The oldest transaction still running (the current snapshot's xmin).
-SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint AS oldest_running;
+-- name: EventWritersXmin :one
+-- A transaction id no running event writer of this database is older than
+-- (see migration 00019); it reads pg_locks only when some transaction on the
+-- server is older than wanted.
+SELECT execution_event_writers_xmin(@wanted::bigint)::bigint AS writers_xmin;
 
 -- name: EventStreamRange :many
 -- Stream events with ids in (after_id, up_to], oldest first, with what the
@@ -26,3 +28,14 @@ WHERE e.id > @after_id::bigint
   AND (sqlc.narg(thread_key)::text IS NULL OR t.thread_id = sqlc.narg(thread_key)::text)
 ORDER BY e.id
 LIMIT @max::integer;
+
+-- name: EventSequenceLast :one
+-- The event id sequence's last value, 0 before any id was drawn.
+SELECT coalesce(pg_sequence_last_value('execution_event_id_seq'::regclass), 0)::bigint AS last_id;
+
+-- name: EventSequenceRaise :exec
+-- Moves the event id sequence up to known when it is behind, never down: the
+-- next id drawn is then over known. The caller keeps event inserts out while
+-- it runs (setval is not atomic with the check).
+SELECT setval('execution_event_id_seq'::regclass, @known::bigint)
+WHERE coalesce(pg_sequence_last_value('execution_event_id_seq'::regclass), 0) < @known::bigint;

@@ -91,6 +91,13 @@ WHERE id = @id::bigint;
 SELECT s.tenant_id::text AS tenant_id, s.thread_id::text AS thread_id
 FROM cleanup_stale_locks(make_interval(secs => @lock_timeout_seconds::double precision)) s;
 
+-- name: ThreadCleanupStaleLocksByTenant :many
+-- clear_stale_locks() for one tenant (POST /monitor/locks/cleanup): its
+-- stale and orphan locks are cleared and their threads flagged for a drain;
+-- other tenants' locks are left alone.
+SELECT c.id::bigint AS id, c.thread_id::text AS thread_id
+FROM clear_stale_locks(make_interval(secs => @lock_timeout_seconds::double precision), @tenant_id::text) c;
+
 -- name: ActiveLockList :many
 SELECT *
 FROM monitor_active_locks

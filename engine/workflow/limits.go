@@ -56,6 +56,9 @@ type Limits struct {
 	// WaitTimeoutMS is the longest metadata.timeout_ms an execute request
 	// may hold the request for with wait_for_completion. Default 120,000.
 	WaitTimeoutMS int64 `json:"waitTimeoutMs"`
+	// LanesPerTenant is how many lanes of its own (names the operator did
+	// not configure) one tenant may use. Default 100.
+	LanesPerTenant int `json:"lanesPerTenant"`
 }
 
 // DefaultLimits returns the limits in force when the configuration sets
@@ -75,6 +78,7 @@ func DefaultLimits() Limits {
 		DebounceMS:          3_600_000,
 		ChildDepth:          10,
 		WaitTimeoutMS:       120_000,
+		LanesPerTenant:      100,
 	}
 }
 

@@ -174,6 +174,13 @@ func TestDocument(t *testing.T) {
 			got = append(got, method+" "+path)
 
 			public := !strings.HasPrefix(path, "/api/v1/") || path == "/api/v1/openapi.yaml"
+			if path == "/metrics" {
+				// Open, or behind BATON_METRICS_TOKEN when the server has one.
+				require.NotNil(t, op.Security, "GET /metrics must declare its security")
+				require.Equal(t, openapi3.SecurityRequirements{{}, {"metricsToken": []string{}}}, *op.Security)
+				require.NotNil(t, op.Responses.Status(401), "GET /metrics documents no 401")
+				continue
+			}
 			if public {
 				require.NotNil(t, op.Security, "%s %s must declare security: []", method, path)
 				require.Empty(t, *op.Security, "%s %s must need no token", method, path)

@@ -9,6 +9,11 @@
 // requires. It only listens on 127.0.0.1 and trusts every local connection,
 // so it is for development and tests, never for production.
 //
+// For failover tests it also makes a primary that waits for a synchronous
+// standby, a streaming standby copied from a running primary with
+// pg_basebackup, promotes a standby, kills a server the way a crash would,
+// and builds the multi-host connection string that finds the primary.
+//
 // This package must not import any other Baton package: it knows nothing of
 // Baton's schema (that is db's job) or of test databases (that is pgtest's).
 // It uses only the standard library and pgx.

@@ -71,7 +71,38 @@ type Options struct {
 	// Logger receives a line for each step Start and Stop take. The default,
 	// nil, discards them.
 	Logger *slog.Logger
+
+	// SynchronousStandby names the standby whose confirmation every commit
+	// on this server waits for: its StandbyName, the application_name it
+	// connects with. Start passes it on the server's command line as
+	// synchronous_standby_names (synchronous_commit stays on, PostgreSQL's
+	// default), never in the data directory, so that a standby copied from
+	// this cluster does not inherit it and, once promoted, does not wait for
+	// a standby it does not have. It must be made of ASCII letters, digits
+	// and underscores, and cannot be set together with Primary. The
+	// default, "", waits for no standby.
+	SynchronousStandby string
+
+	// Primary, when set, makes this cluster a streaming standby of that
+	// running cluster: when Dir holds no cluster yet, Start copies Primary
+	// with pg_basebackup -R -X stream instead of running initdb, and the
+	// server it starts replays Primary's WAL as it streams in, answering
+	// read-only queries meanwhile (hot_standby, on by default). A Dir that
+	// already holds a cluster is reused as it is, standby or not. The
+	// default, nil, makes a primary.
+	Primary *Cluster
+
+	// StandbyName is the application_name a standby connects to its Primary
+	// with, written into its primary_conninfo; a primary whose
+	// SynchronousStandby is this name waits for it. It must be made of ASCII
+	// letters, digits and underscores. It only applies with Primary; the
+	// default, "", means DefaultStandbyName.
+	StandbyName string
 }
+
+// DefaultStandbyName is the application_name of a standby whose Options give
+// no StandbyName.
+const DefaultStandbyName = "standby"
 
 // Cluster is a PostgreSQL server running from a data directory, as returned
 // by Start. Its methods are safe for concurrent use.
@@ -87,11 +118,15 @@ type Cluster struct {
 type binaries struct {
 	initdb string
 	pgCtl  string
+	// pgBasebackup is empty when pg_basebackup was not found; only making a
+	// standby needs it.
+	pgBasebackup string
 }
 
-// Start returns a running cluster in opts.Dir, initializing and starting it as
-// needed, once the server accepts connections. A cluster already running in
-// opts.Dir is reused as it is, port included.
+// Start returns a running cluster in opts.Dir, initializing it (initdb, or a
+// copy of opts.Primary for a standby) and starting it as needed, once the
+// server accepts connections. A cluster already running in opts.Dir is
+// reused as it is, port included, whatever the replication options say.
 func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	if opts.Dir == "" {
 		return nil, errors.New("starting PostgreSQL cluster: Options.Dir is empty")
@@ -107,6 +142,10 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	if err != nil {
 		return nil, fmt.Errorf("resolving cluster directory %q: %w", opts.Dir, err)
 	}
+	settings, err := serverSettings(opts)
+	if err != nil {
+		return nil, err
+	}
 	bins, err := findBinaries()
 	if err != nil {
 		return nil, err
@@ -121,11 +160,16 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	if err != nil {
 		return nil, fmt.Errorf("checking for a cluster in %s: %w", dir, err)
 	}
-	if !initialized {
+	switch {
+	case !initialized && opts.Primary != nil:
+		if err := c.basebackup(ctx, opts.Primary, opts.StandbyName, opts.Fast); err != nil {
+			return nil, err
+		}
+	case !initialized:
 		if err := c.initdb(ctx, opts.Fast); err != nil {
 			return nil, err
 		}
-	} else {
+	default:
 		running, err := c.running(ctx)
 		if err != nil {
 			return nil, err
@@ -148,7 +192,7 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		c.logger.InfoContext(ctx, "reusing initialized PostgreSQL cluster")
 	}
 
-	if err := c.start(ctx, opts.Port, opts.Fast); err != nil {
+	if err := c.start(ctx, opts.Port, opts.Fast, settings); err != nil {
 		return nil, err
 	}
 	if err := c.waitReady(ctx); err != nil {
@@ -300,10 +344,10 @@ func (c *Cluster) initdb(ctx context.Context, fast bool) error {
 	return nil
 }
 
-// start starts the server on port, or on a free port when port is 0. It
-// retries with another free port when the one it picked was taken in the
-// meantime.
-func (c *Cluster) start(ctx context.Context, port int, fast bool) error {
+// start starts the server on port, or on a free port when port is 0, with
+// the extra settings (name=value, each passed as -c). It retries with
+// another free port when the one it picked was taken in the meantime.
+func (c *Cluster) start(ctx context.Context, port int, fast bool, settings []string) error {
 	socketDir := filepath.Join(c.dir, socketDirName)
 	if err := os.MkdirAll(socketDir, 0o700); err != nil {
 		return fmt.Errorf("creating socket directory %s: %w", socketDir, err)
@@ -338,6 +382,9 @@ func (c *Cluster) start(ctx context.Context, port int, fast bool) error {
 		}
 		if fast {
 			serverOpts = append(serverOpts, "-c", "fsync=off")
+		}
+		for _, setting := range settings {
+			serverOpts = append(serverOpts, "-c", shellQuote(setting))
 		}
 		logStart := fileSize(logFile)
 		start := time.Now()
@@ -461,7 +508,7 @@ func findBinaries() (binaries, error) {
 	initdb, errInit := exec.LookPath("initdb")
 	pgCtl, errCtl := exec.LookPath("pg_ctl")
 	if errInit == nil && errCtl == nil {
-		return binaries{initdb: absPath(initdb), pgCtl: absPath(pgCtl)}, nil
+		return withBasebackup(binaries{initdb: absPath(initdb), pgCtl: absPath(pgCtl)}), nil
 	}
 	dirs, err := filepath.Glob(libDirGlob)
 	if err != nil {
@@ -481,7 +528,18 @@ func findBinaries() (binaries, error) {
 	if best == "" {
 		return binaries{}, fmt.Errorf("%w: initdb and pg_ctl are neither on PATH nor in %s; install PostgreSQL's server package", ErrNoBinaries, libDirGlob)
 	}
-	return binaries{initdb: filepath.Join(best, "initdb"), pgCtl: filepath.Join(best, "pg_ctl")}, nil
+	return withBasebackup(binaries{initdb: filepath.Join(best, "initdb"), pgCtl: filepath.Join(best, "pg_ctl")}), nil
+}
+
+// withBasebackup sets b.pgBasebackup to the pg_basebackup beside pg_ctl, else
+// the one on PATH, else leaves it empty.
+func withBasebackup(b binaries) binaries {
+	if p := filepath.Join(filepath.Dir(b.pgCtl), "pg_basebackup"); isExecutable(p) {
+		b.pgBasebackup = p
+	} else if p, err := exec.LookPath("pg_basebackup"); err == nil {
+		b.pgBasebackup = absPath(p)
+	}
+	return b
 }
 
 // parseVersion turns a directory name such as "16" or "9.6" into numbers that
