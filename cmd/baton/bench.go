@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -16,11 +15,10 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/batonrun/baton/db"
-	"github.com/batonrun/baton/internal/pgcluster"
+	"github.com/batonrun/baton/internal/benchkit"
 	"github.com/batonrun/baton/jobs"
 )
 
@@ -111,28 +109,26 @@ func cmdBench(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	progress := func(format string, a ...any) { fmt.Fprintf(os.Stderr, "bench: "+format+"\n", a...) }
 
-	serverURL := c.databaseURL
-	if serverURL == "" {
+	if c.databaseURL == "" {
 		progress("DATABASE_URL is unset: starting a private PostgreSQL cluster in %s", c.dataDir)
-		cluster, err := pgcluster.Start(ctx, pgcluster.Options{Dir: c.dataDir, Logger: slog.New(slog.DiscardHandler)})
-		if err != nil {
-			return fmt.Errorf("starting the private PostgreSQL cluster: %w", err)
-		}
-		defer func() {
-			if err := cluster.Stop(context.WithoutCancel(ctx)); err != nil {
-				progress("stopping the private PostgreSQL cluster: %v", err)
-			}
-		}()
-		serverURL = cluster.URL()
 	}
+	server, err := benchkit.StartServer(ctx, c.databaseURL, c.dataDir)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := server.Stop(context.WithoutCancel(ctx)); err != nil {
+			progress("%v", err)
+		}
+	}()
 	name := fmt.Sprintf("baton_bench_%d", time.Now().UnixNano())
-	dbURL, err := createBenchDatabase(ctx, serverURL, name)
+	dbURL, err := server.CreateDatabase(ctx, name)
 	if err != nil {
 		return err
 	}
 	if !c.keep {
 		defer func() {
-			if err := dropBenchDatabase(context.WithoutCancel(ctx), serverURL, name); err != nil {
+			if err := server.DropDatabase(context.WithoutCancel(ctx), name); err != nil {
 				progress("%v", err)
 			}
 		}()
@@ -191,8 +187,8 @@ func (b *bencher) run(ctx context.Context) ([]benchRow, error) {
 	}
 	rows = append(rows, benchRow{
 		Figure: "(a)", What: fmt.Sprintf("bare River chained jobs, %d chains (floor)", b.cfg.chains),
-		Value: floor.perSecond, Unit: "steps/s", Measured: true,
-		Detail: fmt.Sprintf("%d steps; %.1f tx/step", floor.count, floor.txPer),
+		Value: floor.PerSecond, Unit: "steps/s", Measured: true,
+		Detail: fmt.Sprintf("%d steps; %.1f tx/step", floor.Count, floor.TxPer),
 	})
 
 	baton, err := b.batonRuns(ctx)
@@ -201,10 +197,10 @@ func (b *bencher) run(ctx context.Context) ([]benchRow, error) {
 	}
 	for i, r := range baton {
 		row := benchRow{
-			Figure: "(b)", What: fmt.Sprintf("Baton 5-node executions, concurrency %d", r.concurrency),
-			Value: r.perSecond, Unit: "executions/s", Measured: true,
-			Ratio:  r.perSecond / floor.perSecond,
-			Detail: fmt.Sprintf("%d executions; start→terminal p50 %s p99 %s; %.1f tx/execution", r.count, fmtMs(r.p50), fmtMs(r.p99), r.txPer),
+			Figure: "(b)", What: fmt.Sprintf("Baton 5-node executions, concurrency %d", r.Concurrency),
+			Value: r.PerSecond, Unit: "executions/s", Measured: true,
+			Ratio:  r.PerSecond / floor.PerSecond,
+			Detail: fmt.Sprintf("%d executions; start→terminal p50 %s p99 %s; %.1f tx/execution", r.Count, benchkit.Ms(r.P50), benchkit.Ms(r.P99), r.TxPer),
 		}
 		if i == 0 {
 			row.Target = "≥ 0.50× (a)"
@@ -226,29 +222,29 @@ func (b *bencher) run(ctx context.Context) ([]benchRow, error) {
 	rows = append(rows,
 		benchRow{
 			Figure: "(c)", What: "resume round trip (event accepted → next node done)",
-			Value: float64(resumes.percentile(0.5).Microseconds()) / 1000, Unit: "ms p50", Measured: true,
+			Value: float64(resumes.Percentile(0.5).Microseconds()) / 1000, Unit: "ms p50", Measured: true,
 			Target: "p50 ≤ 10ms, p99 ≤ 50ms",
-			Met:    verdict(resumes.percentile(0.5) <= 10*time.Millisecond && resumes.percentile(0.99) <= 50*time.Millisecond),
-			Detail: fmt.Sprintf("%d resumes one at a time; p50 %s p99 %s", len(resumes), fmtMs(resumes.percentile(0.5)), fmtMs(resumes.percentile(0.99))),
+			Met:    verdict(resumes.Percentile(0.5) <= 10*time.Millisecond && resumes.Percentile(0.99) <= 50*time.Millisecond),
+			Detail: fmt.Sprintf("%d resumes one at a time; p50 %s p99 %s", len(resumes), benchkit.Ms(resumes.Percentile(0.5)), benchkit.Ms(resumes.Percentile(0.99))),
 		},
 		benchRow{
 			Figure: "(d)", What: "one hot thread, 10 competing executions",
 			Value: hotRate, Unit: "messages/s", Measured: true,
 			Detail: fmt.Sprintf("%d executions of 3 messages; lock acquisition (start → lock held, committed) p50 %s p99 %s",
-				len(acquire), fmtMs(acquire.percentile(0.5)), fmtMs(acquire.percentile(0.99))),
+				len(acquire), benchkit.Ms(acquire.Percentile(0.5)), benchkit.Ms(acquire.Percentile(0.99))),
 		},
 		benchRow{
 			Figure: "(e)", What: fmt.Sprintf("single-row UPDATE + commit, %d clients (limit)", b.cfg.commitClients),
-			Value: commits.perSecond, Unit: "tx/s", Measured: true, Detail: fmt.Sprintf("%d commits", commits.count),
+			Value: commits.PerSecond, Unit: "tx/s", Measured: true, Detail: fmt.Sprintf("%d commits", commits.Count),
 		},
 	)
 	if len(baton) > 0 {
-		steps := baton[0].perSecond * benchNodes
+		steps := baton[0].PerSecond * benchkit.Nodes
 		rows = append(rows, benchRow{
-			Figure: "(e)", What: fmt.Sprintf("Baton node-steps/s at concurrency %d vs. the limit", baton[0].concurrency),
-			Value: steps, Unit: "node-steps/s", Measured: true, Ratio: steps / commits.perSecond,
-			Target: "≥ 0.25× limit", Met: verdict(steps/commits.perSecond >= 0.25),
-			Detail: fmt.Sprintf("%.2f× the commit-rate limit", steps/commits.perSecond),
+			Figure: "(e)", What: fmt.Sprintf("Baton node-steps/s at concurrency %d vs. the limit", baton[0].Concurrency),
+			Value: steps, Unit: "node-steps/s", Measured: true, Ratio: steps / commits.PerSecond,
+			Target: "≥ 0.25× limit", Met: verdict(steps/commits.PerSecond >= 0.25),
+			Detail: fmt.Sprintf("%.2f× the commit-rate limit", steps/commits.PerSecond),
 		})
 	}
 	return rows, nil
@@ -294,33 +290,13 @@ func printBenchTable(w io.Writer, r benchReport, kept bool) {
 
 func verdict(ok bool) *bool { return &ok }
 
-func fmtMs(d time.Duration) string {
-	return fmt.Sprintf("%.1fms", float64(d)/float64(time.Millisecond))
-}
-
-// createBenchDatabase creates the bench's database on the server and returns
-// its URL.
+// createBenchDatabase creates a scratch database on the server and returns
+// its URL (baton demo's).
 func createBenchDatabase(ctx context.Context, serverURL, name string) (string, error) {
-	conn, err := pgx.Connect(ctx, serverURL)
-	if err != nil {
-		return "", fmt.Errorf("connecting to the server: %w", err)
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
-		return "", fmt.Errorf("creating database %s: %w", name, err)
-	}
-	return withDatabase(serverURL, name)
+	return (&benchkit.Server{URL: serverURL}).CreateDatabase(ctx, name)
 }
 
-// dropBenchDatabase drops the bench's database.
+// dropBenchDatabase drops a scratch database.
 func dropBenchDatabase(ctx context.Context, serverURL, name string) error {
-	conn, err := pgx.Connect(ctx, serverURL)
-	if err != nil {
-		return fmt.Errorf("connecting to the server to drop %s: %w", name, err)
-	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
-		return fmt.Errorf("dropping database %s: %w", name, err)
-	}
-	return nil
+	return (&benchkit.Server{URL: serverURL}).DropDatabase(ctx, name)
 }

@@ -2,25 +2,12 @@ package main
 
 import (
 	"context"
-	"fmt"
-	"slices"
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/riverqueue/river"
-
 	"github.com/batonrun/baton/engine"
-	"github.com/batonrun/baton/jobs"
+	"github.com/batonrun/baton/internal/benchkit"
 )
-
-// benchWaitWorkflow waits for an event, then runs two nodes and ends: the
-// resume round trip is from the event's acceptance to the end.
-const benchWaitWorkflow = `{"workflow_id": "bench-wait", "version": "1", "nodes": [
-  {"id": "start", "type": "start", "next": "wait"},
-  {"id": "wait", "type": "action", "actionType": "wait_for_event", "parameters": {"event_id": "go", "timeout": "1h"}, "next": "note"},
-  {"id": "note", "type": "action", "actionType": "set_variables", "parameters": {"values": {"resumed": true}}, "next": "end"},
-  {"id": "end", "type": "end"}]}`
 
 // benchHotWorkflow talks three times on its thread and ends.
 const benchHotWorkflow = `{"workflow_id": "bench-hot", "version": "1", "nodes": [
@@ -30,65 +17,17 @@ const benchHotWorkflow = `{"workflow_id": "bench-hot", "version": "1", "nodes": 
   {"id": "c", "type": "action", "actionType": "send_message", "parameters": {"message": "tres"}, "next": "end"},
   {"id": "end", "type": "end"}]}`
 
-// latencies is a set of measured durations.
-type latencies []time.Duration
-
-func (l latencies) percentile(p float64) time.Duration {
-	if len(l) == 0 {
-		return 0
-	}
-	s := slices.Clone(l)
-	slices.Sort(s)
-	return s[min(len(s)-1, int(float64(len(s))*p))]
-}
-
-// resumeRoundTrip measures (c): executions wait for an event; one at a time,
-// the event is published (accepted when its transaction commits) and the
-// clock stops when the execution has run its next nodes to the end.
-func (b *bencher) resumeRoundTrip(ctx context.Context) (latencies, error) {
-	eng, client, err := b.batonEngine(ctx, benchWaitWorkflow)
+// resumeRoundTrip measures (c): 200 executions wait for an event; one at a
+// time, the event is published and the clock stops when the execution has
+// run its next nodes to the end (benchkit.Resume).
+func (b *bencher) resumeRoundTrip(ctx context.Context) (benchkit.Latencies, error) {
+	baton, err := benchkit.StartBaton(ctx, b.pool, b.jobsConfig(), benchTenant, benchkit.WaitWorkflow)
 	if err != nil {
 		return nil, err
 	}
-	defer stopClient(ctx, client)
-	const waiting = 200
-	ids := make([]string, 0, waiting)
-	for range waiting {
-		var x *engine.Execution
-		err := eng.WithTx(ctx, func(tx pgx.Tx) error {
-			var err error
-			x, err = eng.StartExecution(ctx, tx, engine.StartParams{TenantID: benchTenant, WorkflowID: "bench-wait", Priority: 5, LaneFirst: true})
-			return err
-		})
-		if err != nil {
-			return nil, fmt.Errorf("starting a waiting execution: %w", err)
-		}
-		ids = append(ids, x.ExecutionID)
-	}
-	var out latencies
-	deadline := time.Now().Add(b.cfg.duration)
-	for i, id := range ids {
-		if i > 0 && time.Now().After(deadline) {
-			break
-		}
-		began := time.Now()
-		if _, err := eng.PublishEvent(ctx, engine.PublishEventParams{TenantID: benchTenant, EventType: engine.EventTypeEventCompleted,
-			EventID: "bench-" + id, ExecutionID: id, Data: map[string]any{"event_id": "go"}}); err != nil {
-			return nil, fmt.Errorf("publishing: %w", err)
-		}
-		for {
-			x, err := eng.GetExecution(ctx, b.pool, benchTenant, id)
-			if err != nil {
-				return nil, err
-			}
-			if engine.IsTerminal(x.Status) {
-				break
-			}
-			time.Sleep(500 * time.Microsecond)
-		}
-		out = append(out, time.Since(began))
-	}
-	return out, nil
+	defer baton.Stop(ctx)
+	lat, _, err := benchkit.Resume(ctx, b.pool, baton, benchkit.ResumeConfig{Tenant: benchTenant, Waiting: 200, Budget: b.cfg.duration})
+	return lat, err
 }
 
 // hotThread measures (d): 10 loops start executions of a three-message
@@ -96,12 +35,12 @@ func (b *bencher) resumeRoundTrip(ctx context.Context) (latencies, error) {
 // the thread's lock to talk; acquisition is timed from the start call to
 // the moment its start transaction, which took the thread row and the lock,
 // committed. Messages count when delivered.
-func (b *bencher) hotThread(ctx context.Context) (perSecond float64, acquire latencies, err error) {
-	eng, client, err := b.batonEngine(ctx, benchHotWorkflow)
+func (b *bencher) hotThread(ctx context.Context) (perSecond float64, acquire benchkit.Latencies, err error) {
+	baton, err := benchkit.StartBaton(ctx, b.pool, b.jobsConfig(), benchTenant, benchHotWorkflow)
 	if err != nil {
 		return 0, nil, err
 	}
-	defer stopClient(ctx, client)
+	defer baton.Stop(ctx)
 	runCtx, cancel := context.WithTimeout(ctx, b.cfg.duration)
 	defer cancel()
 	var (
@@ -113,10 +52,7 @@ func (b *bencher) hotThread(ctx context.Context) (perSecond float64, acquire lat
 		wg.Go(func() {
 			for runCtx.Err() == nil {
 				t0 := time.Now()
-				err := eng.WithTx(runCtx, func(tx pgx.Tx) error {
-					_, err := eng.StartExecution(runCtx, tx, engine.StartParams{TenantID: benchTenant, WorkflowID: "bench-hot", ThreadID: "hot", Priority: 5, LaneFirst: true})
-					return err
-				})
+				_, err := baton.Start(runCtx, engine.StartParams{TenantID: benchTenant, WorkflowID: "bench-hot", ThreadID: "hot", Priority: 5, LaneFirst: true})
 				if err != nil {
 					return
 				}
@@ -150,28 +86,3 @@ const (
 	sqlPendingOut   = `SELECT count(*) FROM thread_message WHERE status IN ('pending', 'queued')`
 	sqlDeliveredOut = `SELECT count(*) FROM thread_message WHERE status = 'delivered'`
 )
-
-// benchLaneLimit is the limit of lane main in the bench: above every
-// concurrency it drives, so that the figures measure the engine, not the
-// lane limit (main is 4 by default).
-const benchLaneLimit = 10_000
-
-// batonEngine is an engine and a started River client with the workflow
-// stored.
-func (b *bencher) batonEngine(ctx context.Context, workflow string) (*engine.Engine, *river.Client[pgx.Tx], error) {
-	eng, err := engine.New(engine.Config{Pool: b.pool, LaneLimits: map[string]int{engine.LaneMain: benchLaneLimit}})
-	if err != nil {
-		return nil, nil, err
-	}
-	client, err := jobs.NewClient(b.pool, b.jobsConfig(eng))
-	if err != nil {
-		return nil, nil, err
-	}
-	if err := client.Start(ctx); err != nil {
-		return nil, nil, fmt.Errorf("starting River: %w", err)
-	}
-	if _, _, err := eng.DefineWorkflow(ctx, b.pool, benchTenant, []byte(workflow)); err != nil {
-		return nil, nil, fmt.Errorf("storing a bench workflow: %w", err)
-	}
-	return eng, client, nil
-}
