@@ -70,7 +70,11 @@ type sessionCtx struct {
 }
 
 // lockSession takes, in lock order, the global lane of the thread's default
-// workflow, the session lane and the thread row.
+// workflow, the session lane and the thread row. A default workflow whose
+// first step settles skips the global lane: its runs start without a slot
+// when the lane has room (StartExecution), so conversations do not queue on
+// one row; when the lane is full they are admitted with a try-lock or by a
+// lane.dispatch job, like any run that frees a slot.
 func (e *Engine) lockSession(ctx context.Context, tx pgx.Tx, tenantID, threadKey, channel string) (*sessionCtx, error) {
 	t, err := e.q.ThreadGetByThreadID(ctx, tx, &dbsqlc.ThreadGetByThreadIDParams{TenantID: tenantID, ThreadID: threadKey})
 	if err != nil {
@@ -87,8 +91,10 @@ func (e *Engine) lockSession(ctx context.Context, tx pgx.Tx, tenantID, threadKey
 		if lane == "" {
 			lane = LaneMain
 		}
-		if _, _, err := e.lockLane(ctx, tx, tenantID, lane, true); err != nil {
-			return nil, err
+		if !e.startsSlotless(def, lane) {
+			if _, _, err := e.lockLane(ctx, tx, tenantID, lane, true); err != nil {
+				return nil, err
+			}
 		}
 	}
 	if _, _, err := e.lockLane(ctx, tx, tenantID, s.session, true); err != nil {
@@ -215,7 +221,7 @@ func (r *router) route(ctx context.Context) (*InboundResult, error) {
 			return nil, fmt.Errorf("resuming execution %s: %w", pick.ExecutionID, err)
 		}
 		vars["lastResponse"] = r.p.Text
-		if _, err := r.e.resumeLocked(ctx, r.tx, pick, resumeSpec{vars: vars, eventData: map[string]any{"text": r.p.Text, "message_id": r.p.MessageID}, cause: EventTypeMessageReceived}); err != nil {
+		if _, err := r.e.resumeNow(ctx, r.tx, pick, resumeSpec{vars: vars, eventData: map[string]any{"text": r.p.Text, "message_id": r.p.MessageID}, cause: EventTypeMessageReceived}); err != nil {
 			return nil, err
 		}
 		if _, err := r.store(ctx, "consumed", OutcomeResumed, &pick.ID, "", false); err != nil {

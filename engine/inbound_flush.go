@@ -37,11 +37,14 @@ func (e *Engine) armFlush(ctx context.Context, tx pgx.Tx, tenantID, session stri
 	return e.jobs.InsertSessionFlush(ctx, tx, tenantID, threadKey, at)
 }
 
-// sessionFreed runs when a session run ends or starts waiting: messages
+// sessionFreed runs when a run ends or starts waiting; for a session run, messages
 // steered into it that it did not take become followups, and the session's
 // queue is flushed (after its debounce) into the next run. Nothing queued is
 // lost whether the run completed, failed, timed out or was cancelled.
 func (e *Engine) sessionFreed(ctx context.Context, tx pgx.Tx, row *dbsqlc.AgentExecution) error {
+	if row.SessionKey == nil {
+		return nil
+	}
 	if _, err := e.q.InboundRevertSteered(ctx, tx, row.ID); err != nil {
 		return fmt.Errorf("returning steered messages to the queue: %w", err)
 	}

@@ -462,7 +462,8 @@ func (e *Engine) enterLane(ctx context.Context, tx pgx.Tx, row *dbsqlc.AgentExec
 
 // admitResumed decides, in a resume's transaction, whether an execution that
 // just went waiting → running keeps running (its lane and session have
-// room: its step is enqueued) or goes to pending ahead of new work.
+// room: the caller runs or enqueues its step) or goes to pending ahead of
+// new work.
 func (e *Engine) admitResumed(ctx context.Context, tx pgx.Tx, row *dbsqlc.AgentExecution) (*dbsqlc.AgentExecution, error) {
 	room := false
 	l, ok, err := e.lockLane(ctx, tx, row.TenantID, row.Lane, false)
@@ -491,9 +492,6 @@ func (e *Engine) admitResumed(ctx context.Context, tx pgx.Tx, row *dbsqlc.AgentE
 		}
 	}
 	if room {
-		if err := e.jobs.InsertStep(ctx, tx, row.ID, row.StepSeq, riverPriority(int(row.Priority))); err != nil {
-			return nil, fmt.Errorf("enqueueing step after resume: %w", err)
-		}
 		return row, nil
 	}
 	out, err := e.q.ExecutionRequeue(ctx, tx, row.ID)
@@ -532,16 +530,11 @@ func (e *Engine) laneRoomFor(ctx context.Context, tx pgx.Tx, l *dbsqlc.Lane, ten
 }
 
 // slotFreed runs in the transaction of every transition out of running
-// (finalize, entering a wait): it admits the lane's next runs and hands the
-// session's inbound work on.
+// (finalize, entering a wait) of a run that held a slot: its lane admits
+// the next runs.
 func (e *Engine) slotFreed(ctx context.Context, tx pgx.Tx, row *dbsqlc.AgentExecution) error {
-	if _, err := e.admitSoon(ctx, tx, row.TenantID, row.Lane, 0); err != nil {
-		return err
-	}
-	if row.SessionKey != nil {
-		return e.sessionFreed(ctx, tx, row)
-	}
-	return nil
+	_, err := e.admitSoon(ctx, tx, row.TenantID, row.Lane, 0)
+	return err
 }
 
 // LaneStatus is a row of monitor_lanes.

@@ -118,12 +118,22 @@ func (e *Engine) StartExecution(ctx context.Context, tx pgx.Tx, p StartParams) (
 	// transaction commits — needs no slot while its lane has room and no
 	// queue: it runs under an id ExecutionReserve takes, and its step writes
 	// its row (engine/lane.go, "Runs that never hold a slot"; stepRun.unsaved).
-	// Such a start does not wait for its lane row
-	// first: it needs the row only when the lane is full or has a queue, and
-	// then it is pending anyway.
+	// Such a start does not wait for its global lane's row: it needs the row
+	// only when the lane is full or has a queue, and then it is pending
+	// anyway. A session start holds its session's row instead, so no other
+	// run of the session starts until this one has settled.
 	// A tenant's own lanes (limit 1) always go through admission.
-	settles := inline && p.SessionKey == "" && e.isGlobalLane(lane) && def.FirstStepSettles(e.cfg.MaxNodesPerStep)
-	if p.LaneFirst && !settles {
+	settles := inline && e.startsSlotless(def, lane)
+	var session *string
+	if p.SessionKey != "" {
+		session = &p.SessionKey
+	}
+	switch {
+	case settles && session != nil:
+		if _, _, err := e.lockLane(ctx, tx, p.TenantID, p.SessionKey, true); err != nil {
+			return nil, err
+		}
+	case p.LaneFirst && !settles:
 		if _, _, err := e.lockLane(ctx, tx, p.TenantID, lane, true); err != nil {
 			return nil, err
 		}
@@ -159,12 +169,14 @@ func (e *Engine) StartExecution(ctx context.Context, tx pgx.Tx, p StartParams) (
 		CorrelationID: p.CorrelationID, IdempotencyKey: idem, CallbackUrl: callback,
 		Priority: int16(clampPriority(p.Priority)), TotalSteps: int32(def.Remaining(start.ID)),
 		ParentExecutionID: parent, CanInheritLock: p.CanInheritLock, EventData: eventData, RestartedFrom: restartedFrom,
+		SessionKey: session,
 	}
 	// A settling start runs without a slot when its lane has room; its row
 	// is then written once, by the step (stepRun.unsaved).
 	var row *dbsqlc.AgentExecution
 	if settles {
-		res, err := e.q.ExecutionReserve(ctx, tx, &dbsqlc.ExecutionReserveParams{Lane: lane, LaneLimit: int32(e.laneLimit(lane))})
+		res, err := e.q.ExecutionReserve(ctx, tx, &dbsqlc.ExecutionReserveParams{
+			Lane: lane, LaneLimit: int32(e.laneLimit(lane)), TenantID: p.TenantID, SessionKey: session})
 		if err != nil {
 			return nil, fmt.Errorf("reserving execution: %w", err)
 		}
@@ -176,12 +188,6 @@ func (e *Engine) StartExecution(ctx context.Context, tx pgx.Tx, p StartParams) (
 		if row, err = e.q.ExecutionInsert(ctx, tx, insert); err != nil {
 			return nil, executionInsertError(err, p.ExecutionID)
 		}
-	}
-	if p.SessionKey != "" {
-		if err := e.q.ExecutionSetSession(ctx, tx, &dbsqlc.ExecutionSetSessionParams{ID: row.ID, SessionKey: p.SessionKey}); err != nil {
-			return nil, fmt.Errorf("setting session lane: %w", err)
-		}
-		row.SessionKey = &p.SessionKey
 	}
 	slotless := row.Status == StatusRunning
 	events := &eventLog{tenantID: p.TenantID, executionID: row.ID}
@@ -234,6 +240,12 @@ func (e *Engine) StartExecution(ctx context.Context, tx pgx.Tx, p StartParams) (
 		return nil, fmt.Errorf("reading started execution: %w", err)
 	}
 	return executionFromRow(row, threadKey, nil, nil), nil
+}
+
+// startsSlotless reports whether a top-level run of def in lane may start
+// without a slot: its lane is global and its first step settles.
+func (e *Engine) startsSlotless(def *StoredDefinition, lane string) bool {
+	return !e.cfg.DeferFirstStep && e.isGlobalLane(lane) && def.FirstStepSettles(e.cfg.MaxNodesPerStep)
 }
 
 // GetExecution returns an execution of the tenant by its external id.
@@ -409,6 +421,10 @@ func (e *Engine) finalize(ctx context.Context, tx pgx.Tx, row *dbsqlc.AgentExecu
 		if err := e.slotFreed(ctx, tx, row); err != nil {
 			return err
 		}
+	}
+	// A session run, slotless or not, hands its session's inbound work on.
+	if err := e.sessionFreed(ctx, tx, row); err != nil {
+		return err
 	}
 	resultType := deref(row.ResultType)
 	payload := map[string]any{

@@ -135,6 +135,7 @@ func (e *Engine) PublishEventTx(ctx context.Context, tx pgx.Tx, p PublishEventPa
 	if err != nil {
 		return nil, err
 	}
+	inline := 0
 	for _, row := range targets {
 		if row.Status == StatusRunning || row.Status == StatusPending {
 			if err := e.q.InboundEventBuffer(ctx, tx, &dbsqlc.InboundEventBufferParams{TenantID: p.TenantID, EventID: p.EventID, ExecutionID: row.ID}); err != nil {
@@ -143,15 +144,24 @@ func (e *Engine) PublishEventTx(ctx context.Context, tx pgx.Tx, p PublishEventPa
 			out.Buffered = append(out.Buffered, row.ExecutionID)
 			continue
 		}
-		resumed, err := e.applyEvent(ctx, tx, row, p)
+		spec, ready, err := e.eventResume(ctx, tx, row, p)
 		if err != nil {
 			return nil, err
 		}
-		if resumed {
-			out.Resumed = append(out.Resumed, row.ExecutionID)
-		} else {
+		if !ready {
 			out.Recorded = append(out.Recorded, row.ExecutionID)
+			continue
 		}
+		// The first few runs go on in this transaction when they can
+		// (resumeNow); the rest, and any event with many targets, by jobs.
+		resume := e.resumeLocked
+		if inline < maxInlineResumes {
+			resume, inline = e.resumeNow, inline+1
+		}
+		if _, err := resume(ctx, tx, row, spec); err != nil {
+			return nil, err
+		}
+		out.Resumed = append(out.Resumed, row.ExecutionID)
 	}
 	return out, e.recordEventAnswer(ctx, tx, p, out)
 }
@@ -280,13 +290,17 @@ func (e *Engine) eventTargets(ctx context.Context, tx pgx.Tx, p PublishEventPara
 	return out, nil
 }
 
-// applyEvent resumes a locked waiting execution with an event's variables;
-// a document upload that leaves documents missing only records itself in
-// waiting_data and reports false.
-func (e *Engine) applyEvent(ctx context.Context, tx pgx.Tx, row *dbsqlc.AgentExecution, p PublishEventParams) (bool, error) {
+// maxInlineResumes bounds the runs one event's transaction resumes and runs
+// on itself (resumeNow).
+const maxInlineResumes = 8
+
+// eventResume merges an event into a locked waiting execution's variables
+// and returns the resume that applies it; a document upload that leaves
+// documents missing only records itself in waiting_data and reports false.
+func (e *Engine) eventResume(ctx context.Context, tx pgx.Tx, row *dbsqlc.AgentExecution, p PublishEventParams) (resumeSpec, bool, error) {
 	vars, err := decodeVariables(row.Variables)
 	if err != nil {
-		return false, fmt.Errorf("applying event to execution %s: %w", row.ExecutionID, err)
+		return resumeSpec{}, false, fmt.Errorf("applying event to execution %s: %w", row.ExecutionID, err)
 	}
 	switch p.EventType {
 	case EventTypeMessageReceived:
@@ -294,7 +308,7 @@ func (e *Engine) applyEvent(ctx context.Context, tx pgx.Tx, row *dbsqlc.AgentExe
 	case EventTypeDocumentUploaded:
 		wd := map[string]any{}
 		if err := jsonUnmarshal(row.WaitingData, &wd); err != nil {
-			return false, fmt.Errorf("applying event to execution %s: waiting_data is not valid JSON: %w", row.ExecutionID, err)
+			return resumeSpec{}, false, fmt.Errorf("applying event to execution %s: waiting_data is not valid JSON: %w", row.ExecutionID, err)
 		}
 		received, _ := wd["received"].(map[string]any)
 		if received == nil {
@@ -311,13 +325,13 @@ func (e *Engine) applyEvent(ctx context.Context, tx pgx.Tx, row *dbsqlc.AgentExe
 		}
 		if len(urls) < len(requested) {
 			if _, err := e.q.ExecutionSetWaitingData(ctx, tx, &dbsqlc.ExecutionSetWaitingDataParams{ID: row.ID, WaitSeq: row.WaitSeq, WaitingData: mustJSON(wd)}); err != nil {
-				return false, fmt.Errorf("recording document upload: %w", err)
+				return resumeSpec{}, false, fmt.Errorf("recording document upload: %w", err)
 			}
 			events := &eventLog{tenantID: row.TenantID, executionID: row.ID}
 			events.add(EventWaitProgress, "info", deref(row.CurrentNodeID),
 				fmt.Sprintf("Document %s received; %d of %d in", workflow.RenderText(p.Data["document_type"]), len(urls), len(requested)),
 				map[string]any{"event_id": p.EventID, "received": received, "documents": requested})
-			return false, events.write(ctx, e.q, tx)
+			return resumeSpec{}, false, events.write(ctx, e.q, tx)
 		}
 		vars["documentUrls"] = urls
 		vars["documents"] = received
@@ -330,8 +344,7 @@ func (e *Engine) applyEvent(ctx context.Context, tx pgx.Tx, row *dbsqlc.AgentExe
 	case EventTypeEventCompleted:
 		vars["eventData"] = p.Data
 	}
-	_, err = e.resumeLocked(ctx, tx, row, resumeSpec{vars: vars, eventData: p.Data, cause: p.EventType})
-	return err == nil, err
+	return resumeSpec{vars: vars, eventData: p.Data, cause: p.EventType}, true, nil
 }
 
 func nilIfBlank(s string) *string {
@@ -380,14 +393,19 @@ func (e *Engine) applyBufferedEvents(ctx context.Context, tx pgx.Tx, row *dbsqlc
 				continue // kept for a later wait on another event
 			}
 		}
-		resumed, err := e.applyEvent(ctx, tx, cur, p)
+		spec, ready, err := e.eventResume(ctx, tx, cur, p)
 		if err != nil {
 			return false, err
+		}
+		if ready {
+			if _, err := e.resumeLocked(ctx, tx, cur, spec); err != nil {
+				return false, err
+			}
 		}
 		if err := e.q.InboundEventMarkApplied(ctx, tx, &dbsqlc.InboundEventMarkAppliedParams{TenantID: ev.TenantID, EventID: ev.EventID}); err != nil {
 			return false, fmt.Errorf("marking kept event applied: %w", err)
 		}
-		if resumed {
+		if ready {
 			return true, nil
 		}
 	}

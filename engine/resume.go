@@ -32,18 +32,80 @@ type resumeSpec struct {
 // compare-and-swap on wait_seq makes a second resume of the same wait (or a
 // resume racing its timeout) change nothing and say so.
 func (e *Engine) resumeLocked(ctx context.Context, tx pgx.Tx, row *dbsqlc.AgentExecution, spec resumeSpec) (*dbsqlc.AgentExecution, error) {
-	def, err := e.definitionByKey(ctx, tx, row.TenantID, row.WorkflowID, row.Version)
+	out, _, err := e.resume(ctx, tx, row, spec)
 	if err != nil {
 		return nil, err
 	}
+	return out, e.enqueueResumed(ctx, tx, out)
+}
+
+// resumeNow is resumeLocked for a transaction that runs no step of its own
+// (an event, an input, an inbound message): when the run keeps running, its
+// next nodes settle (they end it or make it wait, with no tool call and no
+// child on the way) and its thread row is free or already the caller's,
+// they run right here instead of in a step job, as a settling start's do.
+func (e *Engine) resumeNow(ctx context.Context, tx pgx.Tx, row *dbsqlc.AgentExecution, spec resumeSpec) (*dbsqlc.AgentExecution, error) {
+	out, def, err := e.resume(ctx, tx, row, spec)
+	if err != nil {
+		return nil, err
+	}
+	if out.Status != StatusRunning || !def.StepSettlesFrom(deref(out.CurrentNodeID), e.cfg.MaxNodesPerStep) {
+		return out, e.enqueueResumed(ctx, tx, out)
+	}
+	// The caller holds the execution row: the thread row may only be tried
+	// (lock order: threads before executions).
+	thread, err := e.q.ThreadTryLock(ctx, tx, out.ThreadID)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return out, e.enqueueResumed(ctx, tx, out)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("locking thread %d: %w", out.ThreadID, err)
+	}
+	run := newStepRun(e, tx, def, out)
+	run.thread = thread
+	if run.varsErr == nil {
+		if _, err := e.takeSteered(ctx, tx, out, run.vars); err != nil {
+			return nil, err
+		}
+	}
+	if err := run.advance(ctx, nil); err != nil {
+		return nil, err
+	}
+	observed := run.events.after
+	afterCommit(tx, func() { observed.report(e.metrics) })
+	if run.last != nil {
+		return run.last, nil
+	}
+	return out, nil
+}
+
+// enqueueResumed enqueues the step of a resumed execution that keeps
+// running; one that went pending waits for admission.
+func (e *Engine) enqueueResumed(ctx context.Context, tx pgx.Tx, row *dbsqlc.AgentExecution) error {
+	if row.Status != StatusRunning {
+		return nil
+	}
+	if err := e.jobs.InsertStep(ctx, tx, row.ID, row.StepSeq, riverPriority(int(row.Priority))); err != nil {
+		return fmt.Errorf("enqueueing step after resume: %w", err)
+	}
+	return nil
+}
+
+// resume moves a waiting execution to running, or to pending when its lane
+// or session is full, and returns it with its definition.
+func (e *Engine) resume(ctx context.Context, tx pgx.Tx, row *dbsqlc.AgentExecution, spec resumeSpec) (*dbsqlc.AgentExecution, *workflow.Definition, error) {
+	def, err := e.definitionByKey(ctx, tx, row.TenantID, row.WorkflowID, row.Version)
+	if err != nil {
+		return nil, nil, err
+	}
 	waitNode := def.Node(deref(row.CurrentNodeID))
 	if waitNode == nil {
-		return nil, fmt.Errorf("resuming execution %s: wait node %q is not in the definition", row.ExecutionID, deref(row.CurrentNodeID))
+		return nil, nil, fmt.Errorf("resuming execution %s: wait node %q is not in the definition", row.ExecutionID, deref(row.CurrentNodeID))
 	}
 	vars := spec.vars
 	if vars == nil {
 		if vars, err = decodeVariables(row.Variables); err != nil {
-			return nil, fmt.Errorf("resuming execution %s: %w", row.ExecutionID, err)
+			return nil, nil, fmt.Errorf("resuming execution %s: %w", row.ExecutionID, err)
 		}
 	}
 	vars["timedOut"] = spec.timedOut
@@ -58,9 +120,9 @@ func (e *Engine) resumeLocked(ctx context.Context, tx pgx.Tx, row *dbsqlc.AgentE
 	})
 	if err != nil {
 		if errors.Is(err, pgx.ErrNoRows) {
-			return nil, e.lostTransition(ctx, tx, row.ID, "resume")
+			return nil, nil, e.lostTransition(ctx, tx, row.ID, "resume")
 		}
-		return nil, fmt.Errorf("resuming execution: %w", err)
+		return nil, nil, fmt.Errorf("resuming execution: %w", err)
 	}
 	events := spec.events
 	if events == nil {
@@ -72,17 +134,17 @@ func (e *Engine) resumeLocked(ctx context.Context, tx pgx.Tx, row *dbsqlc.AgentE
 		"timed_out": spec.timedOut, "next_node": nilIfEmpty(next),
 	})
 	if err := events.write(ctx, e.q, tx); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	// Back through admission, ahead of new work (engine/lane.go).
 	if out, err = e.admitResumed(ctx, tx, out); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	attrs := []any{"execution_id", row.ExecutionID, "tenant_id", row.TenantID, "thread_id", row.ThreadID, "correlation_id", row.CorrelationID}
 	e.InfoContext(ctx, msg, append(attrs, "cause", spec.cause, "waiting_for", deref(row.WaitingFor))...)
 	e.DebugContext(ctx, fmt.Sprintf("Updating state: shouldWait=false, lastResponse=%q", workflow.RenderText(vars["lastResponse"])), attrs...)
 	e.InfoContext(ctx, "Continuing from checkpoint", append(attrs, "node_id", next, "step_seq", out.StepSeq)...)
-	return out, nil
+	return out, def, nil
 }
 
 // InputParams answer an execution's input request (seed 003, 4.4).
@@ -123,7 +185,7 @@ func (e *Engine) ProvideInputTx(ctx context.Context, tx pgx.Tx, p InputParams) (
 		vars[k] = v
 	}
 	vars["input"] = orEmpty(p.Input)
-	if _, err := e.resumeLocked(ctx, tx, row, resumeSpec{vars: vars, eventData: orEmpty(p.Input), cause: "INPUT"}); err != nil {
+	if _, err := e.resumeNow(ctx, tx, row, resumeSpec{vars: vars, eventData: orEmpty(p.Input), cause: "INPUT"}); err != nil {
 		return nil, err
 	}
 	return e.GetExecution(ctx, tx, p.TenantID, p.ExecutionID)

@@ -24,7 +24,7 @@ func settlingRow(res *dbsqlc.ExecutionReserveRow, p *dbsqlc.ExecutionInsertParam
 		Input: p.Input, Context: p.Context, Variables: p.Variables, ConversationHistory: json.RawMessage("[]"),
 		NodePath: []string{}, TotalSteps: p.TotalSteps, StepSeq: 1,
 		CorrelationID: p.CorrelationID, IdempotencyKey: p.IdempotencyKey, CallbackUrl: p.CallbackUrl, Priority: p.Priority,
-		CreatedAt: res.CreatedAt, StartedAt: &started, UpdatedAt: res.CreatedAt,
+		SessionKey: p.SessionKey, CreatedAt: res.CreatedAt, StartedAt: &started, UpdatedAt: res.CreatedAt,
 	}
 }
 
@@ -83,7 +83,7 @@ func (r *stepRun) insertRow(ctx context.Context, x *dbsqlc.AgentExecution) error
 		Priority: x.Priority, TotalSteps: x.TotalSteps, StepsCompleted: x.StepsCompleted, NodePath: x.NodePath, StepSeq: x.StepSeq,
 		ResultType: x.ResultType, ResultSummary: x.ResultSummary, Result: x.Result,
 		ErrorCode: x.ErrorCode, ErrorMessage: x.ErrorMessage, FailedNodeID: x.FailedNodeID, ErrorDetails: x.ErrorDetails,
-		CreatedAt: x.CreatedAt, StartedAt: x.StartedAt,
+		CreatedAt: x.CreatedAt, StartedAt: x.StartedAt, SessionKey: x.SessionKey,
 	})
 	if err != nil {
 		return executionInsertError(err, x.ExecutionID)

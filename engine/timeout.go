@@ -66,7 +66,7 @@ func (e *Engine) timeoutLocked(ctx context.Context, tx pgx.Tx, thread *dbsqlc.Th
 	}
 	waitingFor := deref(row.WaitingFor)
 	if node.ActionType == workflow.ActionDelay {
-		_, err := e.resumeLocked(ctx, tx, row, resumeSpec{cause: "SCHEDULE_REACHED"})
+		_, err := e.resumeNow(ctx, tx, row, resumeSpec{cause: "SCHEDULE_REACHED"})
 		return err
 	}
 	run := newStepRun(e, tx, def, row)

@@ -147,6 +147,10 @@ func (e *Engine) startWait(ctx context.Context, tx pgx.Tx, row *dbsqlc.AgentExec
 			return err
 		}
 	}
+	// A session run, slotless or not, hands its session's inbound work on.
+	if err := e.sessionFreed(ctx, tx, row); err != nil {
+		return err
+	}
 	e.InfoContext(ctx, fmt.Sprintf("Action %s requires wait", actionType), attrs...)
 	e.DebugContext(ctx, fmt.Sprintf("Saving checkpoint for execution %s", row.ExecutionID), attrs...)
 	e.InfoContext(ctx, msg, append(attrs, "waiting_for", waitingFor, "waiting_until", row.WaitingUntil, "wait_seq", row.WaitSeq)...)

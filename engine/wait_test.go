@@ -227,8 +227,9 @@ func TestLateTimeoutAfterResumeDoesNothing(t *testing.T) {
 		return nil
 	}))
 	require.True(t, completed, "the stale timeout job completes")
+	require.Equal(t, engine.StatusCompleted, before.Status, "the event's transaction ran the settling rest of the run")
 	after := b.get(t, x.ExecutionID)
-	require.Equal(t, engine.StatusRunning, after.Status)
+	require.Equal(t, before.Status, after.Status)
 	require.Equal(t, before.StepSeq, after.StepSeq)
 	require.Equal(t, before.UpdatedAt, after.UpdatedAt)
 }
@@ -262,12 +263,20 @@ func TestResumeRacesTimeout(t *testing.T) {
 		got := b.get(t, x.ExecutionID)
 		switch got.Status {
 		case engine.StatusRunning:
+			// The event won but found the thread row held by the timeout's
+			// transaction: one step job for the resumed checkpoint, none twice.
 			require.NoError(t, evErr)
 			resumed++
-			// One step job for the resumed checkpoint, none twice.
 			require.Equal(t, 1, countRows(t, b.pool, `SELECT count(*) FROM river_job WHERE kind = 'execution.step' AND args->>'execution_id' = $1::text AND (args->>'step_seq')::bigint = $2`, fmt.Sprint(x.ID), got.StepSeq))
 			require.Equal(t, 1, countRows(t, b.pool, `SELECT count(*) FROM execution_event WHERE execution_id = $1 AND action = $2`, x.ID, engine.EventResumed))
 			require.Equal(t, 0, countRows(t, b.pool, `SELECT count(*) FROM execution_event WHERE execution_id = $1 AND action = $2`, x.ID, engine.EventCompleted))
+		case engine.StatusCompleted:
+			// The event won and ran the rest in its transaction: no step job.
+			require.NoError(t, evErr)
+			resumed++
+			require.Equal(t, 0, countRows(t, b.pool, `SELECT count(*) FROM river_job WHERE kind = 'execution.step' AND args->>'execution_id' = $1::text AND (args->>'step_seq')::bigint > 1`, fmt.Sprint(x.ID)))
+			require.Equal(t, 1, countRows(t, b.pool, `SELECT count(*) FROM execution_event WHERE execution_id = $1 AND action = $2`, x.ID, engine.EventResumed))
+			require.Equal(t, 1, countRows(t, b.pool, `SELECT count(*) FROM execution_event WHERE execution_id = $1 AND action = $2`, x.ID, engine.EventCompleted))
 		case engine.StatusTimeout:
 			var ce *engine.ConflictError
 			require.ErrorAs(t, evErr, &ce)

@@ -616,14 +616,14 @@ INSERT INTO agent_execution (
     tenant_id, execution_id, workflow_id, version, status, lane, thread_id,
     parent_execution_id, can_inherit_lock, restarted_from, current_node_id,
     input, context, variables, correlation_id, idempotency_key, callback_url,
-    priority, total_steps, event_data
+    priority, total_steps, event_data, session_key
 )
 VALUES (
     $1, $2, $3, $4, 'pending', $5, $6,
     $7, $8, $9, $10,
     $11, $12, $13, $14,
     $15, $16,
-    $17, $18, $19
+    $17, $18, $19, $20
 )
 RETURNING id, tenant_id, execution_id, workflow_id, version, status, lane, session_key, thread_id, parent_execution_id, can_inherit_lock, restarted_from, current_node_id, current_step_started_at, input, context, variables, conversation_history, node_path, steps_completed, total_steps, step_seq, waiting_for, waiting_until, waiting_data, wait_seq, event_data, result_type, result_summary, result, error_code, error_message, failed_node_id, cancelled_by, cancel_reason, correlation_id, idempotency_key, callback_url, priority, created_at, started_at, updated_at, completed_at, node_attempt, error_details, lock_inherited_from, queued_at, admit_first, step_recoveries
 `
@@ -648,6 +648,7 @@ type ExecutionInsertParams struct {
 	Priority          int16
 	TotalSteps        int32
 	EventData         json.RawMessage
+	SessionKey        *string
 }
 
 // A new execution, pending until its lane admits it.
@@ -672,6 +673,7 @@ func (q *Queries) ExecutionInsert(ctx context.Context, db DBTX, arg *ExecutionIn
 		arg.Priority,
 		arg.TotalSteps,
 		arg.EventData,
+		arg.SessionKey,
 	)
 	var i AgentExecution
 	err := row.Scan(
@@ -735,7 +737,7 @@ INSERT INTO agent_execution (
     input, context, variables, correlation_id, idempotency_key, callback_url,
     priority, total_steps, steps_completed, node_path, step_seq,
     result_type, result_summary, result, error_code, error_message, failed_node_id, error_details,
-    created_at, started_at, current_step_started_at, completed_at
+    created_at, started_at, current_step_started_at, completed_at, session_key
 )
 VALUES (
     $1, $2, $3, $4, $5, $6, $7, $8,
@@ -745,7 +747,8 @@ VALUES (
     $23, $24, $25,
     $26, $27, $28, $29,
     $30, $31, $31,
-    CASE WHEN $6::execution_status IN ('completed', 'failed') THEN clock_timestamp() END
+    CASE WHEN $6::execution_status IN ('completed', 'failed') THEN clock_timestamp() END,
+    $32
 )
 RETURNING id, tenant_id, execution_id, workflow_id, version, status, lane, session_key, thread_id, parent_execution_id, can_inherit_lock, restarted_from, current_node_id, current_step_started_at, input, context, variables, conversation_history, node_path, steps_completed, total_steps, step_seq, waiting_for, waiting_until, waiting_data, wait_seq, event_data, result_type, result_summary, result, error_code, error_message, failed_node_id, cancelled_by, cancel_reason, correlation_id, idempotency_key, callback_url, priority, created_at, started_at, updated_at, completed_at, node_attempt, error_details, lock_inherited_from, queued_at, admit_first, step_recoveries
 `
@@ -782,6 +785,7 @@ type ExecutionInsertSettledParams struct {
 	ErrorDetails   json.RawMessage
 	CreatedAt      time.Time
 	StartedAt      *time.Time
+	SessionKey     *string
 }
 
 // Writes a settling start's row (ExecutionReserve), once, as its start
@@ -820,6 +824,7 @@ func (q *Queries) ExecutionInsertSettled(ctx context.Context, db DBTX, arg *Exec
 		arg.ErrorDetails,
 		arg.CreatedAt,
 		arg.StartedAt,
+		arg.SessionKey,
 	)
 	var i AgentExecution
 	err := row.Scan(
@@ -1144,14 +1149,20 @@ SELECT nextval(pg_get_serial_sequence('agent_execution', 'id'))::bigint AS id,
                                WHERE lane = $1::text AND status = 'running'
                                LIMIT $2::integer) r) < $2::integer
         AND NOT EXISTS (SELECT 1 FROM agent_execution
-                        WHERE lane = $1::text AND status = 'pending' AND queued_at <= clock_timestamp()))::boolean AS room,
+                        WHERE lane = $1::text AND status = 'pending' AND queued_at <= clock_timestamp())
+        AND ($3::text IS NULL
+             OR NOT EXISTS (SELECT 1 FROM agent_execution
+                            WHERE tenant_id = $4::text AND session_key = $3::text
+                              AND status IN ('pending', 'running'))))::boolean AS room,
        now()::timestamptz AS created_at,
        clock_timestamp()::timestamptz AS started_at
 `
 
 type ExecutionReserveParams struct {
-	Lane      string
-	LaneLimit int32
+	Lane       string
+	LaneLimit  int32
+	SessionKey *string
+	TenantID   string
 }
 
 type ExecutionReserveRow struct {
@@ -1161,14 +1172,20 @@ type ExecutionReserveRow struct {
 	StartedAt time.Time
 }
 
-// An id and timestamps for a settling start, and whether its global lane
-// has room for it: fewer than @lane_limit running and no admissible
-// pending run,
-// read without the lane row lock. Such a run never holds a slot
-// (engine/lane.go, "Runs that never hold a slot"); ExecutionInsertSettled
-// writes its row.
+// An id and timestamps for a settling start, and whether it may run without
+// a slot: its global lane has fewer than @lane_limit running and no
+// admissible pending run, and, for a start in a session lane
+// (@session_key not null), the session has no pending or running run; all
+// read without the lane rows' locks (a session start holds its session
+// row). Such a run never holds a slot (engine/lane.go, "Runs that never
+// hold a slot"); ExecutionInsertSettled writes its row.
 func (q *Queries) ExecutionReserve(ctx context.Context, db DBTX, arg *ExecutionReserveParams) (*ExecutionReserveRow, error) {
-	row := db.QueryRow(ctx, executionReserve, arg.Lane, arg.LaneLimit)
+	row := db.QueryRow(ctx, executionReserve,
+		arg.Lane,
+		arg.LaneLimit,
+		arg.SessionKey,
+		arg.TenantID,
+	)
 	var i ExecutionReserveRow
 	err := row.Scan(
 		&i.ID,

@@ -231,20 +231,6 @@ func (q *Queries) ExecutionRequeue(ctx context.Context, db DBTX, id int64) (*Age
 	return &i, err
 }
 
-const executionSetSession = `-- name: ExecutionSetSession :exec
-UPDATE agent_execution SET session_key = $1::text WHERE id = $2::bigint
-`
-
-type ExecutionSetSessionParams struct {
-	SessionKey string
-	ID         int64
-}
-
-func (q *Queries) ExecutionSetSession(ctx context.Context, db DBTX, arg *ExecutionSetSessionParams) error {
-	_, err := db.Exec(ctx, executionSetSession, arg.SessionKey, arg.ID)
-	return err
-}
-
 const laneArmDispatch = `-- name: LaneArmDispatch :one
 UPDATE lane
 SET dispatch_pending = true, dispatch_pending_since = now()

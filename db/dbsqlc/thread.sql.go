@@ -501,6 +501,34 @@ func (q *Queries) ThreadTakeFreeLock(ctx context.Context, db DBTX, arg *ThreadTa
 	return id, err
 }
 
+const threadTryLock = `-- name: ThreadTryLock :one
+SELECT id, tenant_id, thread_id, channel, contact, default_workflow_id, active_execution_id, execution_locked_at, queue_settings, created_at, updated_at, drain_pending, drain_pending_since, drain_requested FROM thread WHERE id = $1::bigint FOR UPDATE SKIP LOCKED
+`
+
+// Takes a thread row if no other transaction holds it; no row means it is
+// held. For transactions that already hold an execution row.
+func (q *Queries) ThreadTryLock(ctx context.Context, db DBTX, id int64) (*Thread, error) {
+	row := db.QueryRow(ctx, threadTryLock, id)
+	var i Thread
+	err := row.Scan(
+		&i.ID,
+		&i.TenantID,
+		&i.ThreadID,
+		&i.Channel,
+		&i.Contact,
+		&i.DefaultWorkflowID,
+		&i.ActiveExecutionID,
+		&i.ExecutionLockedAt,
+		&i.QueueSettings,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.DrainPending,
+		&i.DrainPendingSince,
+		&i.DrainRequested,
+	)
+	return &i, err
+}
+
 const threadUpdateByContact = `-- name: ThreadUpdateByContact :one
 UPDATE thread
 SET default_workflow_id = coalesce($1::text, default_workflow_id),

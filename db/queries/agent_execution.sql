@@ -1,16 +1,21 @@
 -- name: ExecutionReserve :one
--- An id and timestamps for a settling start, and whether its global lane
--- has room for it: fewer than @lane_limit running and no admissible
--- pending run,
--- read without the lane row lock. Such a run never holds a slot
--- (engine/lane.go, "Runs that never hold a slot"); ExecutionInsertSettled
--- writes its row.
+-- An id and timestamps for a settling start, and whether it may run without
+-- a slot: its global lane has fewer than @lane_limit running and no
+-- admissible pending run, and, for a start in a session lane
+-- (@session_key not null), the session has no pending or running run; all
+-- read without the lane rows' locks (a session start holds its session
+-- row). Such a run never holds a slot (engine/lane.go, "Runs that never
+-- hold a slot"); ExecutionInsertSettled writes its row.
 SELECT nextval(pg_get_serial_sequence('agent_execution', 'id'))::bigint AS id,
        ((SELECT count(*) FROM (SELECT 1 FROM agent_execution
                                WHERE lane = @lane::text AND status = 'running'
                                LIMIT @lane_limit::integer) r) < @lane_limit::integer
         AND NOT EXISTS (SELECT 1 FROM agent_execution
-                        WHERE lane = @lane::text AND status = 'pending' AND queued_at <= clock_timestamp()))::boolean AS room,
+                        WHERE lane = @lane::text AND status = 'pending' AND queued_at <= clock_timestamp())
+        AND (sqlc.narg('session_key')::text IS NULL
+             OR NOT EXISTS (SELECT 1 FROM agent_execution
+                            WHERE tenant_id = @tenant_id::text AND session_key = sqlc.narg('session_key')::text
+                              AND status IN ('pending', 'running'))))::boolean AS room,
        now()::timestamptz AS created_at,
        clock_timestamp()::timestamptz AS started_at;
 
@@ -20,14 +25,14 @@ INSERT INTO agent_execution (
     tenant_id, execution_id, workflow_id, version, status, lane, thread_id,
     parent_execution_id, can_inherit_lock, restarted_from, current_node_id,
     input, context, variables, correlation_id, idempotency_key, callback_url,
-    priority, total_steps, event_data
+    priority, total_steps, event_data, session_key
 )
 VALUES (
     @tenant_id, @execution_id, @workflow_id, @version, 'pending', @lane, @thread_id,
     sqlc.narg('parent_execution_id'), @can_inherit_lock, sqlc.narg('restarted_from'), @current_node_id,
     @input, @context, @variables, @correlation_id,
     sqlc.narg('idempotency_key'), sqlc.narg('callback_url'),
-    @priority, @total_steps, sqlc.narg('event_data')
+    @priority, @total_steps, sqlc.narg('event_data'), sqlc.narg('session_key')
 )
 RETURNING *;
 
@@ -41,7 +46,7 @@ INSERT INTO agent_execution (
     input, context, variables, correlation_id, idempotency_key, callback_url,
     priority, total_steps, steps_completed, node_path, step_seq,
     result_type, result_summary, result, error_code, error_message, failed_node_id, error_details,
-    created_at, started_at, current_step_started_at, completed_at
+    created_at, started_at, current_step_started_at, completed_at, session_key
 )
 VALUES (
     @id, @tenant_id, @execution_id, @workflow_id, @version, @status, @lane, @thread_id,
@@ -51,7 +56,8 @@ VALUES (
     sqlc.narg('result_type'), sqlc.narg('result_summary'), sqlc.narg('result'),
     sqlc.narg('error_code'), sqlc.narg('error_message'), sqlc.narg('failed_node_id'), sqlc.narg('error_details'),
     @created_at, @started_at, @started_at,
-    CASE WHEN @status::execution_status IN ('completed', 'failed') THEN clock_timestamp() END
+    CASE WHEN @status::execution_status IN ('completed', 'failed') THEN clock_timestamp() END,
+    sqlc.narg('session_key')
 )
 RETURNING *;
 

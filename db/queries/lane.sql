@@ -177,6 +177,3 @@ SELECT m.lane::text, m.max_concurrent::integer, 0, m.running::bigint, m.pending:
 FROM monitor_lanes m
 WHERE m.tenant_id = @tenant_id::text
 ORDER BY 1;
-
--- name: ExecutionSetSession :exec
-UPDATE agent_execution SET session_key = @session_key::text WHERE id = @id::bigint;

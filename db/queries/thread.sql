@@ -17,6 +17,11 @@ SELECT * FROM thread WHERE id = @id::bigint;
 -- name: ThreadLock :one
 SELECT * FROM thread WHERE id = @id::bigint FOR UPDATE;
 
+-- name: ThreadTryLock :one
+-- Takes a thread row if no other transaction holds it; no row means it is
+-- held. For transactions that already hold an execution row.
+SELECT * FROM thread WHERE id = @id::bigint FOR UPDATE SKIP LOCKED;
+
 -- name: ThreadGetByThreadID :one
 SELECT * FROM thread WHERE tenant_id = @tenant_id::text AND thread_id = @thread_id::text;
 

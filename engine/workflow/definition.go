@@ -96,10 +96,10 @@ type Definition struct {
 	// remaining is the number of nodes on the shortest path from each node
 	// to an end node, that node and the end included.
 	remaining map[string]int
-	// firstStep is the most nodes the first step can run before the
-	// execution ends or waits, or 0 when the first step can stop while the
-	// execution is still running (a task on some path, or a loop).
-	firstStep int
+	// settle is, for each node, the most nodes a step starting there can
+	// run before the execution ends or waits, or 0 when that step can stop
+	// while the execution is still running (a task on some path, or a loop).
+	settle map[string]int
 }
 
 // Node is one node of a workflow definition.
@@ -171,7 +171,15 @@ func (d *Definition) Start() *Node {
 // the execution or makes it wait within at most limit nodes on every path:
 // it calls no tool and cannot stop while running.
 func (d *Definition) FirstStepSettles(limit int) bool {
-	return d.firstStep > 0 && d.firstStep <= limit
+	start := d.Start()
+	return start != nil && d.StepSettlesFrom(start.ID, limit)
+}
+
+// StepSettlesFrom reports whether a step starting at the node ends the
+// execution or makes it wait within at most limit nodes on every path.
+func (d *Definition) StepSettlesFrom(id string, limit int) bool {
+	b := d.settle[id]
+	return b > 0 && b <= limit
 }
 
 // Remaining returns the number of nodes on the shortest path from the node
@@ -263,9 +271,10 @@ func (d *Definition) Index() {
 		d.byID[n.ID] = n
 	}
 	d.remaining = d.shortestToEnd()
-	d.firstStep = 0
-	if start := d.Start(); start != nil {
-		d.firstStep = d.settleBound(start.ID, map[string]bool{}, map[string]int{})
+	d.settle = make(map[string]int, len(d.Nodes))
+	onPath := map[string]bool{}
+	for _, n := range d.Nodes {
+		d.settleBound(n.ID, onPath, d.settle)
 	}
 }
 

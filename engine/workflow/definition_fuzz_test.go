@@ -87,8 +87,10 @@ func checkIndexed(t *testing.T, def *Definition) {
 	if def.Remaining(start.ID) <= 0 {
 		t.Fatalf("an end is reachable from the start, but Remaining(%q) = %d", start.ID, def.Remaining(start.ID))
 	}
-	if def.firstStep < 0 || def.firstStep > len(def.Nodes) {
-		t.Fatalf("the first step's bound %d is not within 0..%d nodes", def.firstStep, len(def.Nodes))
+	for id, b := range def.settle {
+		if b < 0 || b > len(def.Nodes) {
+			t.Fatalf("the bound %d of a step from %s is not within 0..%d nodes", b, id, len(def.Nodes))
+		}
 	}
 	for _, n := range def.Nodes {
 		if def.Node(n.ID) != n {
