@@ -91,11 +91,26 @@ func (c *MemoryChannel) Messages() []OutboundMessage {
 // messages first. A deliverer that finds the outbox claimed returns at once:
 // the holder looks again for pending messages after it lets go.
 func (e *Engine) DeliverThread(ctx context.Context, threadID int64) error {
+	return e.deliverThread(ctx, threadID, 0)
+}
+
+// deliverThread is DeliverThread; when it leaves the outbox empty, it also
+// deletes the message.deliver job backstop (0: none) unless a worker has
+// taken it.
+func (e *Engine) deliverThread(ctx context.Context, threadID, backstop int64) error {
 	conn, err := e.pool.Acquire(ctx)
 	if err != nil {
 		return fmt.Errorf("acquiring connection: %w", err)
 	}
 	defer conn.Release()
+	defer func() {
+		if v := recover(); v != nil {
+			// The outbox lock may be held: only closing the session is
+			// sure to give it up.
+			_ = conn.Conn().Close(context.WithoutCancel(ctx))
+			panic(v)
+		}
+	}()
 	key := outboxLockBase | threadID
 	for {
 		// Rows mean this session now holds the thread's outbox; none mean
@@ -111,7 +126,7 @@ func (e *Engine) DeliverThread(ctx context.Context, threadID int64) error {
 			return nil
 		}
 		deliverErr := e.deliverClaimed(ctx, conn, threadID, first)
-		more, err := e.q.OutboxRelease(context.WithoutCancel(ctx), conn, &dbsqlc.OutboxReleaseParams{ThreadID: threadID, Key: key})
+		more, err := e.q.OutboxRelease(context.WithoutCancel(ctx), conn, &dbsqlc.OutboxReleaseParams{ThreadID: threadID, Key: key, Backstop: backstop})
 		if err != nil {
 			_ = conn.Conn().Close(context.WithoutCancel(ctx))
 			return fmt.Errorf("releasing outbox of thread %d: %w", threadID, err)

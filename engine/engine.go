@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -23,8 +24,11 @@ type JobInserter interface {
 	// from the checkpoint whose step_seq is stepSeq.
 	InsertStep(ctx context.Context, tx pgx.Tx, executionID, stepSeq int64, priority int) error
 	// InsertDeliver enqueues a message.deliver job that delivers the
-	// thread's pending outbound messages in order.
-	InsertDeliver(ctx context.Context, tx pgx.Tx, threadID int64) error
+	// thread's pending outbound messages in order, due at at (the zero
+	// time: now), and returns its id.
+	InsertDeliver(ctx context.Context, tx pgx.Tx, threadID int64, at time.Time) (int64, error)
+	// DeliverNow makes a scheduled message.deliver job due now.
+	DeliverNow(ctx context.Context, jobID int64) error
 	// InsertDrain enqueues a thread.drain job that hands the thread's queued
 	// messages out in FIFO order.
 	InsertDrain(ctx context.Context, tx pgx.Tx, threadID int64) error
@@ -148,6 +152,9 @@ type Engine struct {
 	lanesKnown sync.Map
 	// callbackHosts is Config.CallbackAllowHosts, parsed.
 	callbackHosts AllowList
+	// prompt delivers messages right after their transaction commits, once
+	// DeliverPromptly has started it.
+	prompt atomic.Pointer[promptDelivery]
 }
 
 // New returns an Engine.

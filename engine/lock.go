@@ -405,8 +405,8 @@ func (e *Engine) DrainThread(ctx context.Context, threadID int64, complete Compl
 			break
 		}
 		if delivered {
-			if err := e.jobs.InsertDeliver(ctx, tx, t.ID); err != nil {
-				return fmt.Errorf("enqueueing delivery: %w", err)
+			if err := e.enqueueDelivery(ctx, tx, t.ID); err != nil {
+				return err
 			}
 		}
 		return complete(ctx, tx)

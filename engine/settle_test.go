@@ -471,7 +471,9 @@ func TestSettlingDuplicateExecutionIDRace(t *testing.T) {
 	                                          WHERE t.tenant_id = $1 AND t.thread_id LIKE 'dup-%'`, b.tenant))
 	require.Equal(t, 1, countRows(t, b.pool, `SELECT count(*) FROM execution_event e JOIN agent_execution x ON x.id = e.execution_id
 	                                          WHERE x.tenant_id = $1 AND e.action = $2`, b.tenant, engine.EventStarted))
-	require.Equal(t, 1, countRows(t, b.pool, `SELECT count(*) FROM river_job WHERE kind = 'message.deliver'`),
-		"one delivery job: the refused starts' jobs went with their transactions")
+	// The committed start's job is gone too once its prompt delivery has
+	// emptied the outbox.
+	require.LessOrEqual(t, countRows(t, b.pool, `SELECT count(*) FROM river_job WHERE kind = 'message.deliver'`), 1,
+		"at most one delivery job: the refused starts' jobs went with their transactions")
 	require.Eventually(t, func() bool { return len(b.channel.Messages()) == 1 }, 10*time.Second, 10*time.Millisecond)
 }

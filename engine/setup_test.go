@@ -77,6 +77,7 @@ func setup(t *testing.T, opts setupOpts) *testBundle {
 	require.NoError(t, err)
 	if !opts.insertOnly {
 		startClient(t, client)
+		t.Cleanup(eng.DeliverPromptly(8))
 	}
 	return &testBundle{
 		pool: pool, engine: eng, client: client, channel: channel, tools: tools,

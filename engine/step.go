@@ -376,8 +376,8 @@ func (r *stepRun) send(ctx context.Context, nodeID, body string) (map[string]any
 		return map[string]any{"message_id": msg.ID, "queued": true}, nil
 	}
 	if !r.deliver {
-		if err := r.e.jobs.InsertDeliver(ctx, r.tx, r.row.ThreadID); err != nil {
-			return nil, fmt.Errorf("enqueueing delivery: %w", err)
+		if err := r.e.enqueueDelivery(ctx, r.tx, r.row.ThreadID); err != nil {
+			return nil, err
 		}
 		r.deliver = true
 	}

@@ -69,6 +69,7 @@ func setup(t *testing.T, opts setupOpts) *testBundle {
 		defer cancel()
 		_ = client.StopAndCancel(ctx)
 	})
+	t.Cleanup(eng.DeliverPromptly(8))
 	api, err := httpapi.New(httpapi.Config{Engine: eng, Pool: pool, JWTSecret: secret})
 	require.NoError(t, err)
 	srv := httptest.NewServer(api.Handler())

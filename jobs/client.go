@@ -204,10 +204,19 @@ func (i *Inserter) InsertDrain(ctx context.Context, tx pgx.Tx, threadID int64) e
 	return err
 }
 
-// InsertDeliver enqueues a message.deliver job.
-func (i *Inserter) InsertDeliver(ctx context.Context, tx pgx.Tx, threadID int64) error {
-	_, err := i.Client.InsertTx(ctx, tx, DeliverArgs{ThreadID: threadID},
-		&river.InsertOpts{Queue: QueueMedium, MaxAttempts: 100})
+// InsertDeliver enqueues a message.deliver job due at at (zero: now).
+func (i *Inserter) InsertDeliver(ctx context.Context, tx pgx.Tx, threadID int64, at time.Time) (int64, error) {
+	res, err := i.Client.InsertTx(ctx, tx, DeliverArgs{ThreadID: threadID},
+		&river.InsertOpts{Queue: QueueMedium, MaxAttempts: 100, ScheduledAt: at})
+	if err != nil {
+		return 0, err
+	}
+	return res.Job.ID, nil
+}
+
+// DeliverNow makes a scheduled message.deliver job available now.
+func (i *Inserter) DeliverNow(ctx context.Context, jobID int64) error {
+	_, err := i.Client.JobRetry(ctx, jobID)
 	return err
 }
 

@@ -217,6 +217,7 @@ func serve(ctx context.Context, c serveConfig) error {
 	if err := client.Start(ctx); err != nil {
 		return fmt.Errorf("starting River: %w", err)
 	}
+	defer eng.DeliverPromptly(jobs.DefaultWorkers)() // after River's client has stopped
 	hub.Start()
 	defer hub.Stop() // after Shutdown: ends the WebSocket streams it left open
 	ln, err := net.Listen("tcp", c.addr)

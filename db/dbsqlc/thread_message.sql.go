@@ -523,17 +523,27 @@ func (q *Queries) OutboxNext(ctx context.Context, db DBTX, arg *OutboxNextParams
 }
 
 const outboxRelease = `-- name: OutboxRelease :one
-SELECT outbox_release($1::bigint, $2::bigint)::boolean AS more
+WITH released AS MATERIALIZED (
+    SELECT outbox_release($1::bigint, $2::bigint)::boolean AS more
+), backstop AS (
+    DELETE FROM river_job j USING released r
+    WHERE j.id = $3::bigint AND j.state = 'scheduled' AND NOT r.more
+)
+SELECT more FROM released
 `
 
 type OutboxReleaseParams struct {
 	ThreadID int64
 	Key      int64
+	Backstop int64
 }
 
 // Gives the outbox lock up and says whether messages are still pending.
+// With none left, the message.deliver job @backstop (0: none), scheduled as
+// the backstop of a prompt delivery (engine/deliver_prompt.go), is deleted
+// unless a worker has taken it already.
 func (q *Queries) OutboxRelease(ctx context.Context, db DBTX, arg *OutboxReleaseParams) (bool, error) {
-	row := db.QueryRow(ctx, outboxRelease, arg.ThreadID, arg.Key)
+	row := db.QueryRow(ctx, outboxRelease, arg.ThreadID, arg.Key, arg.Backstop)
 	var more bool
 	err := row.Scan(&more)
 	return more, err

@@ -24,7 +24,16 @@ SELECT * FROM outbox_claim(@thread_id::bigint, @key::bigint, @max::integer);
 
 -- name: OutboxRelease :one
 -- Gives the outbox lock up and says whether messages are still pending.
-SELECT outbox_release(@thread_id::bigint, @key::bigint)::boolean AS more;
+-- With none left, the message.deliver job @backstop (0: none), scheduled as
+-- the backstop of a prompt delivery (engine/deliver_prompt.go), is deleted
+-- unless a worker has taken it already.
+WITH released AS MATERIALIZED (
+    SELECT outbox_release(@thread_id::bigint, @key::bigint)::boolean AS more
+), backstop AS (
+    DELETE FROM river_job j USING released r
+    WHERE j.id = @backstop::bigint AND j.state = 'scheduled' AND NOT r.more
+)
+SELECT more FROM released;
 
 -- name: MessageRecordDelivered :execrows
 -- Marks a message delivered and writes its thread.message_delivered event,

@@ -1,0 +1,160 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/batonrun/baton/engine"
+	"github.com/batonrun/baton/internal/pgtest"
+	"github.com/batonrun/baton/jobs"
+)
+
+// gateChannel records deliveries; while failing is set it refuses them, and
+// while gate is open (not nil) a delivery waits until the gate closes or
+// its context ends.
+type gateChannel struct {
+	engine.MemoryChannel
+	failing atomic.Bool
+	mu      sync.Mutex
+	gate    chan struct{}
+	calls   atomic.Int32
+}
+
+func (c *gateChannel) Deliver(ctx context.Context, msg engine.OutboundMessage) error {
+	c.calls.Add(1)
+	c.mu.Lock()
+	gate := c.gate
+	c.mu.Unlock()
+	if gate != nil {
+		select {
+		case <-gate:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	if c.failing.Load() {
+		return errors.New("channel down")
+	}
+	return c.MemoryChannel.Deliver(ctx, msg)
+}
+
+// promptBundle is an engine with prompt delivery on and a River client
+// working jobs, over a channel.
+type promptBundle struct {
+	eng  *engine.Engine
+	pool *pgxpool.Pool
+	stop func()
+}
+
+func newPromptBundle(t *testing.T, channel engine.ChannelAdapter, workers int) *promptBundle {
+	t.Helper()
+	pool := pgtest.NewPool(t)
+	eng, err := engine.New(engine.Config{Pool: pool, Channel: channel})
+	require.NoError(t, err)
+	client, err := jobs.NewClient(pool, jobs.Config{Engine: eng})
+	require.NoError(t, err)
+	startClient(t, client)
+	var once sync.Once
+	stop := eng.DeliverPromptly(workers)
+	b := &promptBundle{eng: eng, pool: pool, stop: func() { once.Do(stop) }}
+	t.Cleanup(b.stop)
+	_, _, err = eng.DefineWorkflow(context.Background(), pool, "tenant-prompt", []byte(greetWorkflow))
+	require.NoError(t, err)
+	return b
+}
+
+// greet starts a run that sends one message on the thread, in a WithTx
+// transaction.
+func (b *promptBundle) greet(t *testing.T, thread string) {
+	t.Helper()
+	require.NoError(t, b.eng.WithTx(context.Background(), func(tx pgx.Tx) error {
+		_, err := b.eng.StartExecution(context.Background(), tx, engine.StartParams{TenantID: "tenant-prompt", WorkflowID: "greet", ThreadID: thread})
+		return err
+	}))
+}
+
+// Conditions on message.deliver jobs, for deliveryJobs.
+const (
+	// anyJob: in any state.
+	anyJob = `true`
+	// liveJob: not finalized.
+	liveJob = `state NOT IN ('completed', 'discarded', 'cancelled')`
+	// failedEarly: its first attempt failed before its backstop time.
+	failedEarly = `(errors[1]->>'at')::timestamptz < created_at + interval '2 seconds'`
+	// runningEarly: running, made due before its backstop time.
+	runningEarly = `state = 'running' AND scheduled_at < created_at + interval '2 seconds'`
+)
+
+// deliveryJobs counts the message.deliver jobs that meet cond.
+func (b *promptBundle) deliveryJobs(t *testing.T, cond string) int {
+	return countRows(t, b.pool, `SELECT count(*) FROM river_job WHERE kind = 'message.deliver' AND `+cond)
+}
+
+// A message sent from a WithTx transaction goes out right after the commit,
+// without River: its backstop job is deleted once the outbox is empty.
+func TestPromptDeliveryDeletesItsBackstop(t *testing.T) {
+	t.Parallel()
+	channel := &gateChannel{}
+	b := newPromptBundle(t, channel, 4)
+	for i := range 20 {
+		b.greet(t, fmt.Sprintf("prompt-%d", i))
+	}
+	require.Eventually(t, func() bool { return len(channel.Messages()) == 20 && b.deliveryJobs(t, anyJob) == 0 }, 10*time.Second, 10*time.Millisecond,
+		"every message delivered and every backstop job deleted, none worked by River")
+	require.Equal(t, int32(20), channel.calls.Load(), "each message went to the channel once")
+}
+
+// A prompt delivery the channel refuses hands the message to its job at
+// once; River retries it until the channel takes it.
+func TestPromptDeliveryFailureGoesToItsJob(t *testing.T) {
+	t.Parallel()
+	channel := &gateChannel{}
+	channel.failing.Store(true)
+	b := newPromptBundle(t, channel, 4)
+	b.greet(t, "refused")
+	require.Eventually(t, func() bool { return b.deliveryJobs(t, failedEarly) == 1 }, 10*time.Second, 10*time.Millisecond,
+		"the job tried again after the prompt delivery failed, before its backstop time")
+	channel.failing.Store(false)
+	require.Eventually(t, func() bool { return len(channel.Messages()) == 1 && b.deliveryJobs(t, liveJob) == 0 }, 20*time.Second, 10*time.Millisecond)
+}
+
+// A prompt delivery cut short by the process stopping leaves the message to
+// its backstop job, which delivers it.
+func TestPromptDeliveryCutShortIsDeliveredByItsBackstop(t *testing.T) {
+	t.Parallel()
+	channel := &gateChannel{gate: make(chan struct{})}
+	b := newPromptBundle(t, channel, 4)
+	b.greet(t, "cut-short")
+	require.Eventually(t, func() bool { return channel.calls.Load() == 1 }, 10*time.Second, 10*time.Millisecond)
+	b.stop() // the delivery in flight ends with its context
+	channel.mu.Lock()
+	channel.gate = nil
+	channel.mu.Unlock()
+	require.Empty(t, channel.Messages())
+	require.Eventually(t, func() bool { return len(channel.Messages()) == 1 && b.deliveryJobs(t, liveJob) == 0 }, 20*time.Second, 10*time.Millisecond,
+		"the backstop job delivered the message")
+}
+
+// With every prompt goroutine busy, a new delivery goes to its job at once.
+func TestPromptDeliveryWhenBusyGoesToItsJob(t *testing.T) {
+	t.Parallel()
+	gate := make(chan struct{})
+	channel := &gateChannel{gate: gate}
+	b := newPromptBundle(t, channel, 1)
+	b.greet(t, "busy-a")
+	require.Eventually(t, func() bool { return channel.calls.Load() == 1 }, 10*time.Second, 10*time.Millisecond)
+	b.greet(t, "busy-b") // its thread's delivery cannot get the one goroutine
+	require.Eventually(t, func() bool { return channel.calls.Load() == 2 }, 10*time.Second, 10*time.Millisecond)
+	require.Equal(t, 1, b.deliveryJobs(t, runningEarly), "River took the second delivery at once, not at its backstop time")
+	close(gate)
+	require.Eventually(t, func() bool { return len(channel.Messages()) == 2 && b.deliveryJobs(t, liveJob) == 0 }, 10*time.Second, 10*time.Millisecond)
+}
