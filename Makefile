@@ -1,6 +1,6 @@
 # The two commands of the README: `make run` and `make test`.
 
-.PHONY: run test vet check-generated generate build bench
+.PHONY: run test vet check-generated generate build bench bench-peers
 
 run:
 	go run ./cmd/baton dev
@@ -11,6 +11,7 @@ test: vet check-generated
 vet:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$unformatted" ]; then echo "gofmt would change: $$unformatted"; exit 1; fi
 	go vet ./...
+	cd bench/peers && go vet ./...
 
 # db/dbsqlc must be exactly what sqlc generates from db/queries and db/migrations.
 check-generated:
@@ -28,6 +29,14 @@ build:
 bench:
 	go test -run '^$$' -bench 'ResumeLatency|TimeoutLateness|HotThread|InboundReply|AdmissionWhenSlotFrees' -benchtime 100x -timeout 30m ./engine/
 	go test -run '^$$' -bench 'ManyThreads' -benchtime 1x -timeout 30m ./engine/
+
+# The peer bench (bench/peers, a module of its own so that Baton never
+# depends on DBOS): Baton against DBOS Transact for Go on one private
+# PostgreSQL cluster, 5 interleaved rounds, ~15 min. PEERSFLAGS adds flags
+# such as --rounds 1 --duration 2s or --json.
+PEERSFLAGS ?=
+bench-peers:
+	cd bench/peers && go run . $(PEERSFLAGS)
 
 # Fuzz targets for untrusted input (issue "Untrusted workflows"): definitions,
 # conditions, templates, /queue commands, request envelopes. Each runs for

@@ -2,7 +2,6 @@ package benchkit
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -38,15 +37,11 @@ type StartParams func(client int) engine.StartParams
 // After the window it drains River and fails when an execution that ended
 // in the window did not complete all nodes nodes.
 func RunExecutions(ctx context.Context, pool *pgxpool.Pool, b *Baton, w Window, concurrency, nodes int, params StartParams) (ExecutionRun, error) {
-	watchCtx, stopWatch := context.WithCancel(ctx)
-	defer stopWatch()
 	watch := NewExecutionWatch(pool)
-	watchErr := make(chan error, 1)
-	go func() { watchErr <- watch.Poll(watchCtx) }()
 	commits := &CommitMeter{Pool: pool, Polls: watch.Polls}
 	clock := &ClockMeter{Pool: pool}
 	loop := Loop{Clients: concurrency, Window: w, Meters: []Meter{commits, clock}}
-	res, err := loop.Run(watchCtx, func(ctx context.Context, client int) error {
+	res, err := RunWatched(ctx, loop, watch, func(ctx context.Context, client int) error {
 		x, err := b.Start(ctx, params(client))
 		if err != nil || engine.IsTerminal(x.Status) {
 			// Ended in its start transaction, which has committed.
@@ -59,8 +54,7 @@ func RunExecutions(ctx context.Context, pool *pgxpool.Pool, b *Baton, w Window, 
 			return ctx.Err()
 		}
 	})
-	stopWatch()
-	if err := errors.Join(err, <-watchErr); err != nil {
+	if err != nil {
 		return ExecutionRun{}, err
 	}
 	if err := DrainJobs(ctx, pool); err != nil {

@@ -2,6 +2,7 @@ package benchkit
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -96,4 +97,23 @@ func (w *Watch[K]) Poll(ctx context.Context) error {
 		}
 		w.mu.Unlock()
 	}
+}
+
+// RunWatched runs loop with watch polling alongside it, for ops that wait on
+// the watch; the watch stops with the loop, and its error, if any, is
+// returned with the loop's.
+func RunWatched[K comparable](ctx context.Context, loop Loop, watch *Watch[K], op Op) (LoopResult, error) {
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	watchErr := make(chan error, 1)
+	go func() {
+		err := watch.Poll(watchCtx)
+		if err != nil {
+			stopWatch() // the waiters would wait forever
+		}
+		watchErr <- err
+	}()
+	res, err := loop.Run(watchCtx, op)
+	stopWatch()
+	return res, errors.Join(err, <-watchErr)
 }

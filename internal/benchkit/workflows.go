@@ -1,24 +1,54 @@
 package benchkit
 
-// Nodes is how many nodes one run of FiveNodeWorkflow visits.
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+)
+
+// Nodes is how many nodes one run of a five-node workflow visits when its
+// decision takes the send branch.
 const Nodes = 5
 
-// FiveNodeWorkflow is the five-node bench workflow: start, set_variables,
-// decision, send_message, end; with visits > 1 it visits all five. Its id
-// is "bench".
-const FiveNodeWorkflow = `{
-  "workflow_id": "bench", "name": "Bench", "version": "1.0.0",
+// FiveNode describes a five-node bench workflow: start, set_variables,
+// decision, send_message, end.
+type FiveNode struct {
+	// ID is the workflow's id.
+	ID string
+	// Name is the variable the greeting, the message and the result name.
+	Name string
+	// Condition is the decision's: when it holds, the run sends its message
+	// and visits all five nodes; otherwise it skips the send.
+	Condition string
+}
+
+// JSON is the workflow's definition.
+func (f FiveNode) JSON() string {
+	q := func(s string) string {
+		var b strings.Builder
+		enc := json.NewEncoder(&b)
+		enc.SetEscapeHTML(false)
+		_ = enc.Encode(s) // a string always encodes
+		return strings.TrimSuffix(b.String(), "\n")
+	}
+	return fmt.Sprintf(`{
+  "workflow_id": %s, "name": "Bench", "version": "1.0.0",
   "nodes": [
     {"id": "start", "type": "start", "next": "remember"},
     {"id": "remember", "type": "action", "actionType": "set_variables",
-     "parameters": {"values": {"greeting": "Hola {{name}}"}}, "next": "check"},
-    {"id": "check", "type": "decision", "condition": "${visits} > 1",
+     "parameters": {"values": {"greeting": %s}}, "next": "check"},
+    {"id": "check", "type": "decision", "condition": %s,
      "branches": {"true": "send", "false": "end"}},
     {"id": "send", "type": "action", "actionType": "send_message",
      "parameters": {"message": "{{greeting}}, qué gusto verte"}, "next": "end"},
-    {"id": "end", "type": "end", "result": {"summary": "Saludo enviado a {{name}}"}}
+    {"id": "end", "type": "end", "result": {"summary": %s}}
   ]
-}`
+}`, q(f.ID), q("Hola {{"+f.Name+"}}"), q(f.Condition), q("Saludo enviado a {{"+f.Name+"}}"))
+}
+
+// FiveNodeWorkflow is baton bench's five-node workflow, "bench": with
+// FiveNodeInput it visits all five nodes.
+var FiveNodeWorkflow = FiveNode{ID: "bench", Name: "name", Condition: "${visits} > 1"}.JSON()
 
 // FiveNodeInput is the input of a FiveNodeWorkflow run that visits all
 // five nodes.
