@@ -46,6 +46,7 @@ type config struct {
 	queuePoll    time.Duration
 	maxConns     int
 	jsonOut      bool
+	jsonFile     string
 	keep         bool
 	// only, when not empty, names the series to measure (keys such as
 	// "3/baton-inbound").
@@ -68,6 +69,7 @@ func parseFlags(args []string) (config, error) {
 	fs.DurationVar(&c.queuePoll, "queue-poll", 10*time.Millisecond, "base polling interval of DBOS's partitioned queue (3)")
 	fs.IntVar(&c.maxConns, "max-conns", 40, "pool size of each system (Baton's pool; each DBOS figure's pool)")
 	fs.BoolVar(&c.jsonOut, "json", false, "print JSON (every round, medians, ratios) instead of markdown")
+	fs.StringVar(&c.jsonFile, "json-file", "", "also write the JSON to this file")
 	fs.BoolVar(&c.keep, "keep", false, "keep the two databases instead of dropping them")
 	only := fs.String("only", "", "comma-separated figures to measure, by key (1/baton, 2/baton, 3/baton-inbound, 3/baton-keyed, 4/floor, 1/dbos-steps, 1/dbos-tx, 2/dbos, 3/dbos-steps, 3/dbos-tx); empty: all")
 	if err := fs.Parse(args); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"runtime"
 	"time"
 
@@ -70,6 +71,11 @@ func run(ctx context.Context, c config, stdout io.Writer, progress func(string, 
 	meta := map[string]any{"rounds": c.rounds, "duration": c.duration.String(), "warmup": c.warmup.String(), "cpus": runtime.NumCPU(),
 		"max_conns": c.maxConns, "private_cluster": server.Private(), "wall_seconds": time.Since(began).Seconds(),
 		"river": map[string]string{"fetch_cooldown": jobs.DefaultFetchCooldown.String(), "fetch_poll_interval": jobs.DefaultFetchPollInterval.String()}}
+	if c.jsonFile != "" {
+		if err := writeJSON(c.jsonFile, book, meta); err != nil {
+			return err
+		}
+	}
 	if c.jsonOut {
 		return book.JSON(stdout, meta)
 	}
@@ -133,3 +139,16 @@ func batonPool(ctx context.Context, url string, maxConns int) (*pgxpool.Pool, er
 }
 
 func window(c config) benchkit.Window { return benchkit.Window{Warmup: c.warmup, Duration: c.duration} }
+
+// writeJSON writes the report's JSON to the file path.
+func writeJSON(path string, book *report.Book, meta map[string]any) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("creating %s: %w", path, err)
+	}
+	if err := book.JSON(f, meta); err != nil {
+		f.Close()
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	return f.Close()
+}
