@@ -125,8 +125,8 @@ func (e *Engine) deliverThread(ctx context.Context, threadID, backstop int64) er
 		if len(first) == 0 {
 			return nil
 		}
-		deliverErr := e.deliverClaimed(ctx, conn, threadID, first)
-		more, err := e.q.OutboxRelease(context.WithoutCancel(ctx), conn, &dbsqlc.OutboxReleaseParams{ThreadID: threadID, Key: key, Backstop: backstop})
+		last, deliverErr := e.deliverClaimed(ctx, conn, threadID, first)
+		more, err := e.releaseOutbox(context.WithoutCancel(ctx), conn, threadID, last, backstop)
 		if err != nil {
 			_ = conn.Conn().Close(context.WithoutCancel(ctx))
 			return fmt.Errorf("releasing outbox of thread %d: %w", threadID, err)
@@ -146,13 +146,14 @@ const outboxBatch = 50
 // deliverClaimed delivers pending messages, pending first, while this
 // session holds the thread's outbox. Each message is recorded delivered
 // (with its thread.message_delivered event, in one statement) as soon as the
-// channel takes it.
-func (e *Engine) deliverClaimed(ctx context.Context, conn *pgxpool.Conn, threadID int64, pending []*dbsqlc.OutboxMessage) error {
+// channel takes it, except the outbox's last, which the channel took and
+// which it returns: the release records it (releaseOutbox).
+func (e *Engine) deliverClaimed(ctx context.Context, conn *pgxpool.Conn, threadID int64, pending []*dbsqlc.OutboxMessage) (*dbsqlc.OutboxMessage, error) {
 	for {
-		for _, m := range pending {
+		for i, m := range pending {
 			// A stopping worker sends nothing more: what it sends, it records.
 			if err := ctx.Err(); err != nil {
-				return fmt.Errorf("delivering thread %d: %w", threadID, err)
+				return nil, fmt.Errorf("delivering thread %d: %w", threadID, err)
 			}
 			msg := OutboundMessage{
 				ID: m.ID, TenantID: m.TenantID, ThreadID: m.ThreadKey, Channel: m.Channel,
@@ -160,20 +161,36 @@ func (e *Engine) deliverClaimed(ctx context.Context, conn *pgxpool.Conn, threadI
 			}
 			if err := e.channel.Deliver(ctx, msg); err != nil {
 				_ = e.q.MessageRecordFailedAttempt(context.WithoutCancel(ctx), conn, &dbsqlc.MessageRecordFailedAttemptParams{ID: m.ID, LastError: err.Error()})
-				return fmt.Errorf("delivering message %d: %w", m.ID, err)
+				return nil, fmt.Errorf("delivering message %d: %w", m.ID, err)
+			}
+			if i == len(pending)-1 && len(pending) < outboxBatch {
+				return m, nil
 			}
 			if _, err := e.q.MessageRecordDelivered(context.WithoutCancel(ctx), conn, &dbsqlc.MessageRecordDeliveredParams{
 				ID: m.ID, ThreadKey: m.ThreadKey, ExecutionKey: m.ExecutionKey, Channel: m.Channel,
 			}); err != nil {
-				return fmt.Errorf("recording message %d delivered: %w", m.ID, err)
+				return nil, fmt.Errorf("recording message %d delivered: %w", m.ID, err)
 			}
 		}
 		if len(pending) < outboxBatch {
-			return nil
+			return nil, nil
 		}
 		var err error
 		if pending, err = e.q.OutboxNext(ctx, conn, &dbsqlc.OutboxNextParams{ThreadID: threadID, Max: outboxBatch}); err != nil {
-			return fmt.Errorf("listing pending messages: %w", err)
+			return nil, fmt.Errorf("listing pending messages: %w", err)
 		}
 	}
+}
+
+// releaseOutbox gives the thread's outbox lock up, first recording last
+// (when not nil) delivered in the same statement, and reports whether
+// messages are still pending. With none left, the backstop job (0: none)
+// is deleted.
+func (e *Engine) releaseOutbox(ctx context.Context, conn *pgxpool.Conn, threadID int64, last *dbsqlc.OutboxMessage, backstop int64) (bool, error) {
+	key := outboxLockBase | threadID
+	if last == nil {
+		return e.q.OutboxRelease(ctx, conn, &dbsqlc.OutboxReleaseParams{ThreadID: threadID, Key: key, Backstop: backstop})
+	}
+	return e.q.OutboxFinish(ctx, conn, &dbsqlc.OutboxFinishParams{ThreadID: threadID, Key: key, ID: last.ID,
+		ThreadKey: last.ThreadKey, ExecutionKey: last.ExecutionKey, Channel: last.Channel, Backstop: backstop})
 }

@@ -475,6 +475,45 @@ func (q *Queries) OutboxClaim(ctx context.Context, db DBTX, arg *OutboxClaimPara
 	return items, nil
 }
 
+const outboxFinish = `-- name: OutboxFinish :one
+WITH released AS MATERIALIZED (
+    SELECT outbox_finish($1::bigint, $2::bigint, $3::bigint,
+                         $4::text, $5::text, $6::text)::boolean AS more
+), backstop AS (
+    DELETE FROM river_job j USING released r
+    WHERE j.id = $7::bigint AND j.state = 'scheduled' AND NOT r.more
+)
+SELECT more FROM released
+`
+
+type OutboxFinishParams struct {
+	ThreadID     int64
+	Key          int64
+	ID           int64
+	ThreadKey    string
+	ExecutionKey string
+	Channel      string
+	Backstop     int64
+}
+
+// Records the last pending message delivered, gives the outbox lock up and
+// says whether messages are still pending (outbox_finish, migration 00021);
+// the backstop job goes as in OutboxRelease.
+func (q *Queries) OutboxFinish(ctx context.Context, db DBTX, arg *OutboxFinishParams) (bool, error) {
+	row := db.QueryRow(ctx, outboxFinish,
+		arg.ThreadID,
+		arg.Key,
+		arg.ID,
+		arg.ThreadKey,
+		arg.ExecutionKey,
+		arg.Channel,
+		arg.Backstop,
+	)
+	var more bool
+	err := row.Scan(&more)
+	return more, err
+}
+
 const outboxNext = `-- name: OutboxNext :many
 SELECT id, tenant_id, execution_id, node_id, body, created_at, thread_key, channel, contact, execution_key, thread_id, delivery_seq FROM outbox_message
 WHERE thread_id = $1::bigint

@@ -35,6 +35,19 @@ WITH released AS MATERIALIZED (
 )
 SELECT more FROM released;
 
+-- name: OutboxFinish :one
+-- Records the last pending message delivered, gives the outbox lock up and
+-- says whether messages are still pending (outbox_finish, migration 00021);
+-- the backstop job goes as in OutboxRelease.
+WITH released AS MATERIALIZED (
+    SELECT outbox_finish(@thread_id::bigint, @key::bigint, @id::bigint,
+                         @thread_key::text, @execution_key::text, @channel::text)::boolean AS more
+), backstop AS (
+    DELETE FROM river_job j USING released r
+    WHERE j.id = @backstop::bigint AND j.state = 'scheduled' AND NOT r.more
+)
+SELECT more FROM released;
+
 -- name: MessageRecordDelivered :execrows
 -- Marks a message delivered and writes its thread.message_delivered event,
 -- in one statement.
