@@ -36,7 +36,8 @@ func laneProcess(t *testing.T, dbURL string, limits map[string]int, tools *engin
 }
 
 // laneProcessWith is laneProcess with the engine configured by cfg (its
-// pool and channel are set here).
+// pool is set here, and its channel when cfg has none); it delivers
+// promptly, as baton serve does.
 func laneProcessWith(t *testing.T, dbURL string, cfg engine.Config) *engine.Engine {
 	t.Helper()
 	poolCfg, err := pgxpool.ParseConfig(dbURL)
@@ -45,12 +46,16 @@ func laneProcessWith(t *testing.T, dbURL string, cfg engine.Config) *engine.Engi
 	pool, err := pgxpool.NewWithConfig(context.Background(), poolCfg)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
-	cfg.Pool, cfg.Channel = pool, &engine.MemoryChannel{}
+	cfg.Pool = pool
+	if cfg.Channel == nil {
+		cfg.Channel = &engine.MemoryChannel{}
+	}
 	eng, err := engine.New(cfg)
 	require.NoError(t, err)
 	client, err := jobs.NewClient(pool, jobs.Config{Engine: eng, Workers: 16})
 	require.NoError(t, err)
 	startClient(t, client)
+	t.Cleanup(eng.DeliverPromptly(8))
 	return eng
 }
 
