@@ -217,9 +217,10 @@ func TestHotQueriesUseIndexes(t *testing.T) {
 		{"IdempotencySetResponse", func(r *recorder) {
 			_ = q.IdempotencySetResponse(ctx, r, &dbsqlc.IdempotencySetResponseParams{StatusCode: 200, Response: []byte(`{}`), TenantID: "t42", Endpoint: "workflow.execute", MessageID: "msg-54342"})
 		}},
-		{"DefinitionGetLatest", func(r *recorder) {
-			_, _ = q.DefinitionGetLatest(ctx, r, &dbsqlc.DefinitionGetLatestParams{TenantID: "t42", WorkflowID: "wf-3"})
+		{"DefinitionLatestID", func(r *recorder) {
+			_, _ = q.DefinitionLatestID(ctx, r, &dbsqlc.DefinitionLatestIDParams{TenantID: "t42", WorkflowID: "wf-3"})
 		}},
+		{"DefinitionGetByID", func(r *recorder) { _, _ = q.DefinitionGetByID(ctx, r, 54321) }},
 		{"DefinitionGetByVersion", func(r *recorder) {
 			_, _ = q.DefinitionGetByVersion(ctx, r, &dbsqlc.DefinitionGetByVersionParams{TenantID: "t42", WorkflowID: "wf-3", Version: "1.2"})
 		}},

@@ -96,16 +96,28 @@ func (e *Engine) DefineWorkflow(ctx context.Context, db dbsqlc.DBTX, tenantID st
 
 // GetDefinition returns a version of a workflow, or its latest when version
 // is empty.
+// A stored version never changes (DefineWorkflow refuses a different
+// definition under a stored version), so a cached one is as good as its row;
+// the latest version costs an index-only lookup of its row id.
 func (e *Engine) GetDefinition(ctx context.Context, db dbsqlc.DBTX, tenantID, workflowID, version string) (*StoredDefinition, error) {
-	var (
-		row *dbsqlc.WorkflowDefinition
-		err error
-	)
-	if version == "" {
-		row, err = e.q.DefinitionGetLatest(ctx, db, &dbsqlc.DefinitionGetLatestParams{TenantID: tenantID, WorkflowID: workflowID})
-	} else {
-		row, err = e.q.DefinitionGetByVersion(ctx, db, &dbsqlc.DefinitionGetByVersionParams{TenantID: tenantID, WorkflowID: workflowID, Version: version})
+	if version != "" {
+		if d, ok := e.definitions.byVersion(tenantID, workflowID, version); ok {
+			return d, nil
+		}
+		row, err := e.q.DefinitionGetByVersion(ctx, db, &dbsqlc.DefinitionGetByVersionParams{TenantID: tenantID, WorkflowID: workflowID, Version: version})
+		if err != nil {
+			return nil, notFound(err)
+		}
+		return e.storedDefinition(row)
 	}
+	id, err := e.q.DefinitionLatestID(ctx, db, &dbsqlc.DefinitionLatestIDParams{TenantID: tenantID, WorkflowID: workflowID})
+	if err != nil {
+		return nil, notFound(err)
+	}
+	if d, ok := e.definitions.byRowID(id); ok {
+		return d, nil
+	}
+	row, err := e.q.DefinitionGetByID(ctx, db, id)
 	if err != nil {
 		return nil, notFound(err)
 	}

@@ -63,10 +63,12 @@ type InboundResult struct {
 // sessionCtx is what a router or flush transaction holds: the lane rows in
 // order, then the thread row.
 type sessionCtx struct {
-	thread   *dbsqlc.Thread
-	session  string
-	workflow string
-	settings EffectiveQueueSettings
+	thread  *dbsqlc.Thread
+	session string
+	// workflow and version name the thread's default workflow's latest
+	// version when the locks were taken; empty without one.
+	workflow, version string
+	settings          EffectiveQueueSettings
 }
 
 // lockSession takes, in lock order, the global lane of the thread's default
@@ -87,6 +89,7 @@ func (e *Engine) lockSession(ctx context.Context, tx pgx.Tx, tenantID, threadKey
 		if err != nil {
 			return nil, fmt.Errorf("default workflow %s: %w", s.workflow, err)
 		}
+		s.version = def.Version
 		lane := def.Lane
 		if lane == "" {
 			lane = LaneMain
@@ -123,19 +126,6 @@ func (e *Engine) ReceiveInboundTx(ctx context.Context, tx pgx.Tx, p InboundParam
 	if strings.TrimSpace(p.Text) == "" {
 		return nil, &InputError{Field: "payload.text", Message: "is required"}
 	}
-	pre, err := e.q.ThreadGetByThreadID(ctx, tx, &dbsqlc.ThreadGetByThreadIDParams{TenantID: p.TenantID, ThreadID: p.ThreadID})
-	if err != nil {
-		return nil, fmt.Errorf("thread %s: %w", p.ThreadID, notFound(err))
-	}
-	if p.MessageID != "" {
-		if prev, err := e.q.InboundGetByExternalID(ctx, tx, &dbsqlc.InboundGetByExternalIDParams{ThreadID: pre.ID, ExternalID: p.MessageID}); err == nil {
-			return &InboundResult{MessageID: p.MessageID, Outcome: deref(prev.Outcome), ExecutionID: prev.ExecutionKey}, nil
-		} else if !errors.Is(err, pgx.ErrNoRows) {
-			return nil, fmt.Errorf("looking up message %s: %w", p.MessageID, err)
-		}
-	} else {
-		p.MessageID = newID("msg")
-	}
 	s, err := e.lockSession(ctx, tx, p.TenantID, p.ThreadID, p.Channel)
 	if err != nil {
 		return nil, err
@@ -143,10 +133,18 @@ func (e *Engine) ReceiveInboundTx(ctx context.Context, tx pgx.Tx, p InboundParam
 	if p.Channel == "" {
 		p.Channel = s.thread.Channel
 	}
-	// A concurrent request with the same message id may have committed
-	// while this one waited for the locks.
-	if prev, err := e.q.InboundGetByExternalID(ctx, tx, &dbsqlc.InboundGetByExternalIDParams{ThreadID: s.thread.ID, ExternalID: p.MessageID}); err == nil {
-		return &InboundResult{MessageID: p.MessageID, Outcome: deref(prev.Outcome), ExecutionID: prev.ExecutionKey}, nil
+	if p.MessageID == "" {
+		p.MessageID = newID("msg")
+	} else {
+		// A repeated message id replays the first answer; under the locks,
+		// a concurrent request with the same id has committed or not begun.
+		prev, err := e.q.InboundGetByExternalID(ctx, tx, &dbsqlc.InboundGetByExternalIDParams{ThreadID: s.thread.ID, ExternalID: p.MessageID})
+		if err == nil {
+			return &InboundResult{MessageID: p.MessageID, Outcome: deref(prev.Outcome), ExecutionID: prev.ExecutionKey}, nil
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return nil, fmt.Errorf("looking up message %s: %w", p.MessageID, err)
+		}
 	}
 	r := &router{e: e, tx: tx, s: s, p: p}
 	return r.route(ctx)
@@ -175,16 +173,31 @@ func (r *router) store(ctx context.Context, status, outcome string, execID *int6
 	return m, nil
 }
 
-func (r *router) answer(outcome string, x *dbsqlc.AgentExecution) *InboundResult {
+// runRef names the run a message went to.
+type runRef struct {
+	id          int64
+	tenantID    string
+	executionID string
+}
+
+func refOfRow(x *dbsqlc.AgentExecution) *runRef {
+	return &runRef{id: x.ID, tenantID: x.TenantID, executionID: x.ExecutionID}
+}
+
+func refOf(x *Execution) *runRef {
+	return &runRef{id: x.ID, tenantID: x.TenantID, executionID: x.ExecutionID}
+}
+
+func (r *router) answer(outcome string, x *runRef) *InboundResult {
 	out := &InboundResult{MessageID: r.p.MessageID, Outcome: outcome}
 	if x != nil && outcome != OutcomeQueued {
-		out.ExecutionID = &x.ExecutionID
+		out.ExecutionID = &x.executionID
 	}
 	return out
 }
 
-func (r *router) typing(ctx context.Context, x *dbsqlc.AgentExecution) error {
-	events := &eventLog{tenantID: x.TenantID, executionID: x.ID}
+func (r *router) typing(ctx context.Context, x *runRef) error {
+	events := &eventLog{tenantID: x.tenantID, executionID: x.id}
 	events.add(EventTyping, "info", "", fmt.Sprintf("Typing on thread %s", r.s.thread.ThreadID),
 		map[string]any{"thread_id": r.s.thread.ThreadID, "message_id": r.p.MessageID})
 	return events.write(ctx, r.e.q, r.tx)
@@ -227,7 +240,7 @@ func (r *router) route(ctx context.Context) (*InboundResult, error) {
 		if _, err := r.store(ctx, "consumed", OutcomeResumed, &pick.ID, "", false); err != nil {
 			return nil, err
 		}
-		return r.answer(OutcomeResumed, pick), r.typing(ctx, pick)
+		return r.answer(OutcomeResumed, refOfRow(pick)), r.typing(ctx, refOfRow(pick))
 	}
 	active, err := r.e.q.SessionActiveRun(ctx, r.tx, &dbsqlc.SessionActiveRunParams{TenantID: r.p.TenantID, SessionKey: r.s.session})
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
@@ -248,7 +261,7 @@ func (r *router) route(ctx context.Context) (*InboundResult, error) {
 		if _, err := r.store(ctx, "consumed", OutcomeStarted, &x.ID, "", false); err != nil {
 			return nil, err
 		}
-		return r.answer(OutcomeStarted, x), r.typing(ctx, x)
+		return r.answer(OutcomeStarted, refOf(x)), r.typing(ctx, refOf(x))
 	}
 	mode := r.s.settings.Mode
 	if active != nil {
@@ -258,7 +271,7 @@ func (r *router) route(ctx context.Context) (*InboundResult, error) {
 			if _, err := r.store(ctx, "steer", OutcomeSteered, &active.ID, mode, backlog); err != nil {
 				return nil, err
 			}
-			return r.answer(OutcomeSteered, active), r.typing(ctx, active)
+			return r.answer(OutcomeSteered, refOfRow(active)), r.typing(ctx, refOfRow(active))
 		case "interrupt":
 			if _, err := r.e.CancelTx(ctx, r.tx, active.TenantID, active.ExecutionID, "system",
 				fmt.Sprintf("interrupted by inbound message %s", r.p.MessageID)); err != nil {
@@ -271,7 +284,7 @@ func (r *router) route(ctx context.Context) (*InboundResult, error) {
 			if _, err := r.store(ctx, "consumed", OutcomeStarted, &x.ID, mode, false); err != nil {
 				return nil, err
 			}
-			return r.answer(OutcomeStarted, x), r.typing(ctx, x)
+			return r.answer(OutcomeStarted, refOf(x)), r.typing(ctx, refOf(x))
 		}
 	}
 	// followup, collect, or no active run but a queue to join.
@@ -280,7 +293,7 @@ func (r *router) route(ctx context.Context) (*InboundResult, error) {
 		return nil, err
 	}
 	if active != nil && outcome == OutcomeQueued {
-		if err := r.typing(ctx, active); err != nil {
+		if err := r.typing(ctx, refOfRow(active)); err != nil {
 			return nil, err
 		}
 	}
@@ -361,7 +374,7 @@ func summaryLine(text string) string {
 // startSessionRun starts a run of the thread's default workflow in its
 // session lane, with the prompt as lastResponse and the messages as
 // inboundMessages.
-func (e *Engine) startSessionRun(ctx context.Context, tx pgx.Tx, s *sessionCtx, prompt string, msgs []map[string]any) (*dbsqlc.AgentExecution, error) {
+func (e *Engine) startSessionRun(ctx context.Context, tx pgx.Tx, s *sessionCtx, prompt string, msgs []map[string]any) (*Execution, error) {
 	if s.workflow == "" {
 		return nil, &ConflictError{Code: CodeNoDefaultWorkflow, Message: fmt.Sprintf("thread %s has no default workflow to start", s.thread.ThreadID)}
 	}
@@ -369,14 +382,10 @@ func (e *Engine) startSessionRun(ctx context.Context, tx pgx.Tx, s *sessionCtx, 
 	for _, m := range msgs {
 		list = append(list, m)
 	}
-	x, err := e.StartExecution(ctx, tx, StartParams{
-		TenantID: s.thread.TenantID, WorkflowID: s.workflow, ThreadID: s.thread.ThreadID, SessionKey: s.session,
+	return e.StartExecution(ctx, tx, StartParams{
+		TenantID: s.thread.TenantID, WorkflowID: s.workflow, Version: s.version, ThreadID: s.thread.ThreadID, SessionKey: s.session,
 		Input: map[string]any{"lastResponse": prompt, "inboundMessages": list}, Priority: 5,
 	})
-	if err != nil {
-		return nil, err
-	}
-	return e.q.ExecutionGetByID(ctx, tx, x.ID)
 }
 
 // takeSteered hands the messages steered into a session run to it at a node

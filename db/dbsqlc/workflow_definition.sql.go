@@ -10,6 +10,26 @@ import (
 	"encoding/json"
 )
 
+const definitionGetByID = `-- name: DefinitionGetByID :one
+SELECT id, tenant_id, workflow_id, version, name, lane, definition, created_at FROM workflow_definition WHERE id = $1::bigint
+`
+
+func (q *Queries) DefinitionGetByID(ctx context.Context, db DBTX, id int64) (*WorkflowDefinition, error) {
+	row := db.QueryRow(ctx, definitionGetByID, id)
+	var i WorkflowDefinition
+	err := row.Scan(
+		&i.ID,
+		&i.TenantID,
+		&i.WorkflowID,
+		&i.Version,
+		&i.Name,
+		&i.Lane,
+		&i.Definition,
+		&i.CreatedAt,
+	)
+	return &i, err
+}
+
 const definitionGetByVersion = `-- name: DefinitionGetByVersion :one
 SELECT id, tenant_id, workflow_id, version, name, lane, definition, created_at
 FROM workflow_definition
@@ -26,36 +46,6 @@ type DefinitionGetByVersionParams struct {
 
 func (q *Queries) DefinitionGetByVersion(ctx context.Context, db DBTX, arg *DefinitionGetByVersionParams) (*WorkflowDefinition, error) {
 	row := db.QueryRow(ctx, definitionGetByVersion, arg.TenantID, arg.WorkflowID, arg.Version)
-	var i WorkflowDefinition
-	err := row.Scan(
-		&i.ID,
-		&i.TenantID,
-		&i.WorkflowID,
-		&i.Version,
-		&i.Name,
-		&i.Lane,
-		&i.Definition,
-		&i.CreatedAt,
-	)
-	return &i, err
-}
-
-const definitionGetLatest = `-- name: DefinitionGetLatest :one
-SELECT id, tenant_id, workflow_id, version, name, lane, definition, created_at
-FROM workflow_definition
-WHERE tenant_id = $1::text
-  AND workflow_id = $2::text
-ORDER BY id DESC
-LIMIT 1
-`
-
-type DefinitionGetLatestParams struct {
-	TenantID   string
-	WorkflowID string
-}
-
-func (q *Queries) DefinitionGetLatest(ctx context.Context, db DBTX, arg *DefinitionGetLatestParams) (*WorkflowDefinition, error) {
-	row := db.QueryRow(ctx, definitionGetLatest, arg.TenantID, arg.WorkflowID)
 	var i WorkflowDefinition
 	err := row.Scan(
 		&i.ID,
@@ -107,6 +97,29 @@ func (q *Queries) DefinitionInsert(ctx context.Context, db DBTX, arg *Definition
 		&i.CreatedAt,
 	)
 	return &i, err
+}
+
+const definitionLatestID = `-- name: DefinitionLatestID :one
+SELECT id
+FROM workflow_definition
+WHERE tenant_id = $1::text
+  AND workflow_id = $2::text
+ORDER BY id DESC
+LIMIT 1
+`
+
+type DefinitionLatestIDParams struct {
+	TenantID   string
+	WorkflowID string
+}
+
+// The row id of a workflow's latest version, read from the index alone: a
+// cached definition is then taken by it (DefinitionGetByID on a miss).
+func (q *Queries) DefinitionLatestID(ctx context.Context, db DBTX, arg *DefinitionLatestIDParams) (int64, error) {
+	row := db.QueryRow(ctx, definitionLatestID, arg.TenantID, arg.WorkflowID)
+	var id int64
+	err := row.Scan(&id)
+	return id, err
 }
 
 const definitionListLatest = `-- name: DefinitionListLatest :many

@@ -11,13 +11,18 @@ WHERE tenant_id = @tenant_id::text
   AND workflow_id = @workflow_id::text
   AND version = @version::text;
 
--- name: DefinitionGetLatest :one
-SELECT *
+-- name: DefinitionLatestID :one
+-- The row id of a workflow's latest version, read from the index alone: a
+-- cached definition is then taken by it (DefinitionGetByID on a miss).
+SELECT id
 FROM workflow_definition
 WHERE tenant_id = @tenant_id::text
   AND workflow_id = @workflow_id::text
 ORDER BY id DESC
 LIMIT 1;
+
+-- name: DefinitionGetByID :one
+SELECT * FROM workflow_definition WHERE id = @id::bigint;
 
 -- name: DefinitionListLatest :many
 SELECT DISTINCT ON (workflow_id) *
