@@ -33,7 +33,7 @@ func (b *testBundle) publish(t *testing.T, p engine.PublishEventParams) *engine.
 	return res
 }
 
-// Seed 001, scenario 2 with docs/examples: the coordinator greets
+// The examples/ story of chained agents: the coordinator greets
 // Maria and triggers the document collector with waitForCompletion; the
 // collector inherits the lock, asks for the INE, waits for the upload,
 // thanks, ends and hands the lock back; the coordinator goes on. An
@@ -42,9 +42,9 @@ func (b *testBundle) publish(t *testing.T, p engine.PublishEventParams) *engine.
 func TestLockScenarioChainedAgents(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{})
-	b.defineFile(t, "../docs/examples/coordinator.json")
-	b.defineFile(t, "../docs/examples/document-collector.json")
-	b.defineFile(t, "../docs/examples/evaluator.json")
+	b.defineFile(t, "../examples/coordinator.json")
+	b.defineFile(t, "../examples/document-collector.json")
+	b.defineFile(t, "../examples/evaluator.json")
 
 	coord := b.start(t, engine.StartParams{WorkflowID: "recruiting-coordinator", ThreadID: "maria", Input: map[string]any{"name": "Maria"}})
 	waiting := b.waitFor(t, coord.ExecutionID, func(x *engine.Execution) bool { return x.Status == engine.StatusWaiting })
@@ -129,8 +129,8 @@ func TestLockInheritanceThreeLevels(t *testing.T) {
 func TestCancelParentCancelsChild(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{})
-	b.defineFile(t, "../docs/examples/coordinator.json")
-	b.defineFile(t, "../docs/examples/document-collector.json")
+	b.defineFile(t, "../examples/coordinator.json")
+	b.defineFile(t, "../examples/document-collector.json")
 	coord := b.start(t, engine.StartParams{WorkflowID: "recruiting-coordinator", ThreadID: "c", Input: map[string]any{"name": "Ana"}})
 	waiting := b.waitFor(t, coord.ExecutionID, func(x *engine.Execution) bool { return x.Status == engine.StatusWaiting })
 	childID := waiting.Variables["triggeredExecutionId"].(string)
@@ -150,7 +150,7 @@ func TestCancelParentCancelsChild(t *testing.T) {
 func TestAgentWaitTimeoutCancelsChild(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{})
-	b.defineFile(t, "../docs/examples/document-collector.json")
+	b.defineFile(t, "../examples/document-collector.json")
 	b.define(t, `{"workflow_id": "impatient", "version": "1", "nodes": [
 	  {"id": "start", "type": "start", "next": "collect"},
 	  {"id": "collect", "type": "action", "actionType": "trigger_agent",

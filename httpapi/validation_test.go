@@ -81,10 +81,10 @@ func TestValidationRules(t *testing.T) {
 	require.Equal(t, 0, n, "an invalid definition was stored")
 }
 
-// The seeds' stories in docs/examples validate and store.
+// The workflows in examples/ validate and store.
 func TestExamplesValidate(t *testing.T) {
 	t.Parallel()
-	files, err := filepath.Glob("../docs/examples/*.json")
+	files, err := filepath.Glob("../examples/*.json")
 	require.NoError(t, err)
 	require.NotEmpty(t, files)
 	b := setup(t, setupOpts{tools: map[string]engine.ToolFunc{
