@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -79,26 +77,4 @@ func TestValidationRules(t *testing.T) {
 	var n int
 	require.NoError(t, b.pool.QueryRow(context.Background(), `SELECT count(*) FROM workflow_definition`).Scan(&n))
 	require.Equal(t, 0, n, "an invalid definition was stored")
-}
-
-// The workflows in examples/ validate and store.
-func TestExamplesValidate(t *testing.T) {
-	t.Parallel()
-	files, err := filepath.Glob("../examples/*.json")
-	require.NoError(t, err)
-	require.NotEmpty(t, files)
-	b := setup(t, setupOpts{tools: map[string]engine.ToolFunc{
-		"document_processor": func(context.Context, engine.ToolCall) (map[string]any, error) { return nil, nil },
-	}})
-	for _, f := range files {
-		raw, err := os.ReadFile(f)
-		require.NoError(t, err)
-		var payload map[string]any
-		require.NoError(t, json.Unmarshal(raw, &payload))
-		r := b.do(t, call{method: http.MethodPost, path: "/api/v1/workflow/validate", body: envelope(payload)})
-		require.Equal(t, http.StatusOK, r.status, "%s: %s", f, r.raw)
-		require.Equal(t, true, r.data()["valid"])
-		r = b.do(t, call{method: http.MethodPost, path: "/api/v1/workflow/definitions", body: envelope(payload)})
-		require.Equal(t, http.StatusCreated, r.status, "%s: %s", f, r.raw)
-	}
 }
