@@ -1,3 +1,30 @@
+"""WorkflowEngineClient, a Python client of Baton's API.
+
+The class WorkflowEngineClient below is kept exactly as written in the
+specification Baton implements. That text uses names it neither imports nor
+defines; the imports and the exception class WorkflowEngineError above it
+are the only additions. run_client.py shows how to use it.
+"""
+import time
+import uuid
+from datetime import datetime
+
+import requests
+from requests.adapters import HTTPAdapter
+from urllib3.util.retry import Retry
+
+
+class WorkflowEngineError(Exception):
+    """A request Baton refused, or that failed: code is Baton's error code
+    (e.g. workflow.execute.not_found), details its whole error envelope."""
+
+    def __init__(self, message, code, details):
+        super().__init__(message)
+        self.message = message
+        self.code = code
+        self.details = details
+
+
 class WorkflowEngineClient:
     def __init__(self, base_url, tenant_id, api_key):
         self.base_url = base_url
