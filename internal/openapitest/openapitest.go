@@ -3,6 +3,7 @@ package openapitest
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -24,6 +25,7 @@ type Validator struct {
 	Doc *openapi3.T
 
 	router routers.Router
+	strict *strictSchemas
 }
 
 // loaded caches validators by the SHA-256 of their document, so that many
@@ -54,14 +56,36 @@ func load(data []byte) (*Validator, error) {
 	if err != nil {
 		return nil, fmt.Errorf("loading the OpenAPI document: %w", err)
 	}
-	if err := doc.Validate(loader.Context); err != nil {
+	if err := doc.Validate(loader.Context, documentOptions()...); err != nil {
 		return nil, fmt.Errorf("validating the OpenAPI document: %w", err)
+	}
+	if err := lintNullable(doc); err != nil {
+		return nil, fmt.Errorf("validating the OpenAPI document: %w", err)
+	}
+	strict, err := compileStrict(doc)
+	if err != nil {
+		return nil, fmt.Errorf("validating the OpenAPI document as strict OpenAPI 3.0: %w", err)
 	}
 	router, err := gorillamux.NewRouter(doc)
 	if err != nil {
 		return nil, fmt.Errorf("building the OpenAPI router: %w", err)
 	}
-	return &Validator{Doc: doc, router: router}, nil
+	return &Validator{Doc: doc, router: router, strict: strict}, nil
+}
+
+// documentOptions make kin-openapi's document validation strict: every
+// error is reported, examples and defaults are checked against their
+// schemas, a format OpenAPI does not define is an error, and so is an
+// extension beside a $ref (which OpenAPI 3.0 ignores).
+func documentOptions() []openapi3.ValidationOption {
+	return []openapi3.ValidationOption{
+		openapi3.EnableMultiError(),
+		openapi3.EnableExamplesValidation(),
+		openapi3.EnableSchemaDefaultsValidation(),
+		openapi3.EnableSchemaFormatValidation(),
+		openapi3.EnableSchemaPatternValidation(),
+		openapi3.ProhibitExtensionsWithRef(),
+	}
 }
 
 // responseOptions validate a response's status, headers and body. Security is
@@ -128,9 +152,51 @@ func (v *Validator) ValidateResponse(req *http.Request, status int, header http.
 		Options: opts,
 	}
 	input.SetBodyBytes(body)
-	if err := openapi3filter.ValidateResponse(req.Context(), input); err != nil {
+	err = openapi3filter.ValidateResponse(req.Context(), input)
+	if err == nil {
+		err = v.validateStrictBody(route.Operation, status, header, body)
+	}
+	if err != nil {
 		return fmt.Errorf("response %d to %s %s (operation %s) does not match the OpenAPI document: %w\nheaders: %v\nbody: %s",
 			status, req.Method, req.URL.RequestURI(), route.Operation.OperationID, err, header, truncate(body))
+	}
+	return nil
+}
+
+// validateStrictBody checks a JSON body against the strict reading of its
+// schema (see strictSchemas).
+func (v *Validator) validateStrictBody(op *openapi3.Operation, status int, header http.Header, body []byte) error {
+	contentType := header.Get("Content-Type")
+	if !isJSON(contentType) {
+		return nil
+	}
+	sch := v.strict.body(op, status, contentType)
+	if sch == nil {
+		return nil
+	}
+	if err := validateBody(sch, body); err != nil {
+		return fmt.Errorf("under strict OpenAPI 3.0 semantics: %w", err)
+	}
+	return nil
+}
+
+// ValidateSchema checks a JSON document against the component schema name,
+// both as kin-openapi reads it and under strict OpenAPI 3.0 semantics.
+func (v *Validator) ValidateSchema(name string, doc []byte) error {
+	ref := v.Doc.Components.Schemas[name]
+	sch := v.strict.components[name]
+	if ref == nil || sch == nil {
+		return fmt.Errorf("the OpenAPI document has no schema %q", name)
+	}
+	var value any
+	if err := json.Unmarshal(doc, &value); err != nil {
+		return fmt.Errorf("not JSON: %w", err)
+	}
+	if err := ref.Value.VisitJSON(value, openapi3.MultiErrors()); err != nil {
+		return fmt.Errorf("%s: %w\ndocument: %s", name, err, truncate(doc))
+	}
+	if err := validateBody(sch, doc); err != nil {
+		return fmt.Errorf("%s, under strict OpenAPI 3.0 semantics: %w\ndocument: %s", name, err, truncate(doc))
 	}
 	return nil
 }
