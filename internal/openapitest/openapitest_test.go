@@ -135,7 +135,7 @@ func TestDocument(t *testing.T) {
 	require.Len(t, v.Doc.Servers, 1)
 	require.Equal(t, "/", v.Doc.Servers[0].URL)
 
-	// Every endpoint of API.md's table, by method and full path.
+	// Every endpoint of docs/api.md's tables, by method and full path.
 	want := []string{
 		"POST /api/v1/workflow/definitions",
 		"POST /api/v1/workflow/validate",
