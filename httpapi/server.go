@@ -124,9 +124,9 @@ func New(cfg Config) (*Server, error) {
 func (s *Server) Handler() http.Handler { return s.mux }
 
 func (s *Server) routes() {
-	s.mux.HandleFunc("GET /healthz", s.healthz)
-	s.mux.HandleFunc("GET /readyz", s.readyz)
-	s.mux.HandleFunc("GET /api/v1/openapi.yaml", s.openapi)
+	s.mux.HandleFunc("GET /healthz", withIDs(s.healthz))
+	s.mux.HandleFunc("GET /readyz", withIDs(s.readyz))
+	s.mux.HandleFunc("GET /api/v1/openapi.yaml", withIDs(s.openapi))
 	s.mux.HandleFunc("GET /metrics", s.serveMetrics)
 	s.mux.HandleFunc("GET /api/v1/ws", s.limitStream(s.streamEvents))
 
@@ -202,6 +202,16 @@ func newRequestContext(w http.ResponseWriter, r *http.Request) *requestContext {
 	w.Header().Set("X-Request-ID", rc.requestID)
 	w.Header().Set("X-Correlation-ID", rc.correlationID)
 	return rc
+}
+
+// withIDs serves a route outside the envelope with the request and
+// correlation ids echoed (or generated) in its response headers, as every
+// other route answers them.
+func withIDs(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		newRequestContext(w, r)
+		h(w, r)
+	}
 }
 
 func (s *Server) handle(pattern string, ep endpoint) {

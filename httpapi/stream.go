@@ -25,7 +25,7 @@ const (
 )
 
 // streamEvents serves GET /api/v1/ws: the tenant's events, filtered,
-// replayed from since and then live (API.md, "WebSocket").
+// replayed from since and then live (docs/api.md, "WebSocket").
 func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request) {
 	rc := newRequestContext(w, r)
 	const domain, action = "stream", "events"
@@ -154,6 +154,7 @@ func (s *Server) streamEnded(ctx context.Context, conn *websocket.Conn, err erro
 // serveMetrics serves GET /metrics, to holders of the metrics token when
 // one is configured.
 func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request) {
+	rc := newRequestContext(w, r)
 	if s.metrics == nil {
 		http.NotFound(w, r)
 		return
@@ -165,7 +166,7 @@ func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request) {
 		gotSum, wantSum := sha256.Sum256([]byte(got)), sha256.Sum256([]byte(s.metricsToken))
 		if subtle.ConstantTimeCompare(gotSum[:], wantSum[:]) != 1 || !bearer {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="metrics"`)
-			s.writeError(w, newRequestContext(w, r), "metrics", "scrape", newAPIError(http.StatusUnauthorized,
+			s.writeError(w, rc, "metrics", "scrape", newAPIError(http.StatusUnauthorized,
 				"workflow.access.unauthorized", "/metrics needs \"Authorization: Bearer <BATON_METRICS_TOKEN>\""))
 			return
 		}

@@ -259,7 +259,9 @@ func TestResponses(t *testing.T) {
 		body   []byte
 		ok     bool
 	}
-	plain := func(ct string) http.Header { h := http.Header{}; h.Set("Content-Type", ct); return h }
+	// plain are the headers of an answer outside the envelope: its
+	// Content-Type and the echoed ids.
+	plain := func(ct string) http.Header { h := apiHeaders(); h.Set("Content-Type", ct); return h }
 	apiWithout := func(name string) http.Header { h := apiHeaders(); h.Del(name); return h }
 	logs := func(level any) []byte {
 		return mustJSON(t, success("workflow", "logs", map[string]any{
@@ -360,12 +362,14 @@ func TestResponses(t *testing.T) {
 
 		// Outside the envelope.
 		{"healthz", "GET", "/healthz", 200, plain("application/json"), []byte(`{"status":"ok"}`), true},
+		{"healthz: without the ids", "GET", "/healthz", 200, with2(http.Header{}, "Content-Type", "application/json"), []byte(`{"status":"ok"}`), false},
 		{"readyz: ready", "GET", "/readyz", 200, plain("application/json"), []byte(`{"status":"ready"}`), true},
 		{"readyz: not ready", "GET", "/readyz", 503, plain("application/json"), []byte(`{"status":"not_ready","reason":"migrations pending"}`), true},
 		{"readyz: not ready without reason", "GET", "/readyz", 503, plain("application/json"), []byte(`{"status":"not_ready"}`), false},
 		{"metrics", "GET", "/metrics", 200, plain("text/plain; version=0.0.4; charset=utf-8"), []byte("# HELP x y\nx 1\n"), true},
 		{"openapi.yaml: the document itself", "GET", "/api/v1/openapi.yaml", 200, plain("application/yaml"), readDocument(t), true},
 		{"openapi.yaml: as JSON", "GET", "/api/v1/openapi.yaml", 200, plain("application/json"), []byte(`{}`), false},
+		{"openapi.yaml: without the ids", "GET", "/api/v1/openapi.yaml", 200, with2(http.Header{}, "Content-Type", "application/yaml"), readDocument(t), false},
 		{"undocumented path", "GET", "/api/v1/nope", 404, apiHeaders(),
 			mustJSON(t, errorEnvelope("request", "request.route.not_found", 404)), false},
 		{"undocumented method", "DELETE", "/api/v1/workflow/execute", 405, apiHeaders(), nil, false},
