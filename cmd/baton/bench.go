@@ -15,9 +15,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/batonrun/baton/db"
 	"github.com/batonrun/baton/internal/benchkit"
 	"github.com/batonrun/baton/jobs"
 )
@@ -109,43 +106,12 @@ func cmdBench(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	progress := func(format string, a ...any) { fmt.Fprintf(os.Stderr, "bench: "+format+"\n", a...) }
 
-	if c.databaseURL == "" {
-		progress("DATABASE_URL is unset: starting a private PostgreSQL cluster in %s", c.dataDir)
-	}
-	server, err := benchkit.StartServer(ctx, c.databaseURL, c.dataDir)
+	scratch, err := openScratchDatabase(ctx, "baton_bench", c.databaseURL, c.dataDir, c.maxConns, c.keep, progress)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if err := server.Stop(context.WithoutCancel(ctx)); err != nil {
-			progress("%v", err)
-		}
-	}()
-	name := fmt.Sprintf("baton_bench_%d", time.Now().UnixNano())
-	dbURL, err := server.CreateDatabase(ctx, name)
-	if err != nil {
-		return err
-	}
-	if !c.keep {
-		defer func() {
-			if err := server.DropDatabase(context.WithoutCancel(ctx), name); err != nil {
-				progress("%v", err)
-			}
-		}()
-	}
-	pcfg, err := pgxpool.ParseConfig(dbURL)
-	if err != nil {
-		return fmt.Errorf("parsing the database URL: %w", err)
-	}
-	pcfg.MaxConns = int32(c.maxConns)
-	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
-	if err != nil {
-		return fmt.Errorf("connecting to the database: %w", err)
-	}
-	defer pool.Close()
-	if err := db.Migrate(ctx, pool, nil); err != nil {
-		return err
-	}
+	defer scratch.Close()
+	name, pool := scratch.Name, scratch.Pool
 	progress("database %s migrated; each figure: %s warm-up, %s measured", name, c.warmup, c.duration)
 
 	report := benchReport{

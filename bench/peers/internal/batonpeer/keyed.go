@@ -6,7 +6,6 @@ import (
 	"sync/atomic"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/batonrun/baton/bench/peers/internal/report"
 	"github.com/batonrun/baton/engine"
@@ -51,37 +50,6 @@ func (b *Bench) KeyedStarts(ctx context.Context, round int) (report.Measurement,
 	return report.Measurement{Count: int(r.Count), PerSecond: r.PerSecond, P50: r.P50, P99: r.P99}, nil
 }
 
-// inboundKey names an inbound message: its thread's row id and its id.
-type inboundKey struct {
-	thread  int64
-	message string
-}
-
-// sqlHandled is the lookup of the inbound figure's watch: the messages
-// whose run — the one each started, or the one a flush of the session's
-// queue started for it — is terminal.
-const sqlHandled = `SELECT m.thread_id, m.external_id
-FROM thread_message m JOIN agent_execution x ON x.id = m.execution_id
-WHERE m.direction = 'in' AND (m.thread_id, m.external_id) IN (SELECT * FROM unnest($1::bigint[], $2::text[]))
-  AND x.status IN ('completed', 'failed', 'timeout', 'cancelled')`
-
-func handledLookup(pool *pgxpool.Pool) benchkit.Lookup[inboundKey] {
-	return func(ctx context.Context, keys []inboundKey) ([]inboundKey, error) {
-		threads, messages := make([]int64, len(keys)), make([]string, len(keys))
-		for i, k := range keys {
-			threads[i], messages[i] = k.thread, k.message
-		}
-		rows, err := pool.Query(ctx, sqlHandled, threads, messages)
-		if err != nil {
-			return nil, err
-		}
-		return pgx.CollectRows(rows, func(row pgx.CollectableRow) (inboundKey, error) {
-			var k inboundKey
-			return k, row.Scan(&k.thread, &k.message)
-		})
-	}
-}
-
 // Inbound is figure 3 (i): each client sends a message to its key's thread
 // through engine.ReceiveInboundTx (what POST /threads/{id}/messages runs)
 // and waits until the run that handled it — started by it, or, when it was
@@ -101,7 +69,7 @@ func (b *Bench) Inbound(ctx context.Context, round int) (report.Measurement, err
 	if err != nil {
 		return report.Measurement{}, err
 	}
-	watch := benchkit.NewWatch(handledLookup(b.cfg.Pool))
+	watch := benchkit.NewInboundWatch(b.cfg.Pool)
 	loop := benchkit.Loop{Clients: b.cfg.KeyedClients, Window: b.cfg.Window}
 	var seq atomic.Int64
 	res, err := benchkit.RunWatched(ctx, loop, watch, func(ctx context.Context, client int) error {
@@ -115,7 +83,7 @@ func (b *Bench) Inbound(ctx context.Context, round int) (report.Measurement, err
 			return fmt.Errorf("sending a message: %w", err)
 		}
 		select {
-		case <-watch.Wait(inboundKey{threads[k], msg}):
+		case <-watch.Wait(benchkit.InboundKey{Thread: threads[k], Message: msg}):
 			return nil
 		case <-ctx.Done():
 			return ctx.Err()
