@@ -192,7 +192,7 @@ func TestPerTenantCapInAGlobalLane(t *testing.T) {
 	require.Eventually(t, func() bool { return running("globex") == 2 }, 10*time.Second, 10*time.Millisecond,
 		"B's runs take the two slots A may not")
 	require.Equal(t, 2, running("acme"))
-	lanes, err := p1.ListLanes(context.Background(), p1.Pool(), "acme")
+	lanes, err := p1.ListLanes(context.Background(), p1.Pool(), "acme", engine.LanePage{})
 	require.NoError(t, err)
 	for _, l := range lanes {
 		if l.Lane == "main" {
@@ -237,7 +237,7 @@ func TestCustomLanesBelongToTheirTenant(t *testing.T) {
 	require.Equal(t, engine.StatusRunning, status("globex", b), "B's x is not A's")
 
 	own := func(tenant string) map[string]engine.LaneStatus {
-		lanes, err := eng.ListLanes(context.Background(), eng.Pool(), tenant)
+		lanes, err := eng.ListLanes(context.Background(), eng.Pool(), tenant, engine.LanePage{})
 		require.NoError(t, err)
 		out := map[string]engine.LaneStatus{}
 		for _, l := range lanes {

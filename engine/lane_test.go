@@ -241,7 +241,7 @@ func TestPendingWhenLaneFullAndMonitor(t *testing.T) {
 	require.Equal(t, engine.StatusRunning, first.Status)
 	second := b.start(t, engine.StartParams{WorkflowID: "slow", Lane: "cron"})
 	require.Equal(t, engine.StatusPending, second.Status)
-	lanes, err := b.engine.ListLanes(context.Background(), b.pool, b.tenant)
+	lanes, err := b.engine.ListLanes(context.Background(), b.pool, b.tenant, engine.LanePage{})
 	require.NoError(t, err)
 	found := false
 	for _, l := range lanes {

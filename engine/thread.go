@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -185,10 +187,37 @@ type ActiveLock struct {
 	LockMinutes       float64
 }
 
-// ListLocks returns the tenant's held thread locks, oldest first; staleOnly
-// keeps those older than the lock timeout.
-func (e *Engine) ListLocks(ctx context.Context, db dbsqlc.DBTX, tenantID string, staleOnly bool, limit int) ([]ActiveLock, error) {
-	rows, err := e.q.ActiveLockList(ctx, db, &dbsqlc.ActiveLockListParams{TenantID: tenantID, StaleOnly: staleOnly, LockTimeoutSeconds: e.cfg.LockTimeout.Seconds(), Max: int32(limit)})
+// Key is where a listing that ends with this lock continues (LockPage.After).
+func (l ActiveLock) Key() string {
+	return strconv.FormatInt(l.ExecutionLockedAt.UnixMicro(), 10) + ":" + l.ThreadID
+}
+
+// LockPage selects a page of ListLocks.
+type LockPage struct {
+	// StaleOnly keeps the locks older than the lock timeout.
+	StaleOnly bool
+	// After is the Key of the last lock of the previous page; empty starts
+	// at the oldest lock.
+	After string
+	// Limit is the most locks returned; 0 is no limit.
+	Limit int
+}
+
+// ListLocks returns a page of the tenant's held thread locks, oldest first
+// (by the time the lock was taken, then by thread id). A lock taken again
+// while a client pages moves to its new place in that order.
+func (e *Engine) ListLocks(ctx context.Context, db dbsqlc.DBTX, tenantID string, page LockPage) ([]ActiveLock, error) {
+	params := &dbsqlc.ActiveLockListParams{TenantID: tenantID, StaleOnly: page.StaleOnly, LockTimeoutSeconds: e.cfg.LockTimeout.Seconds(), Max: pageSize(page.Limit)}
+	if page.After != "" {
+		micros, thread, ok := strings.Cut(page.After, ":")
+		n, err := strconv.ParseInt(micros, 10, 64)
+		if !ok || err != nil {
+			return nil, &InputError{Field: "cursor", Message: "is not one this API gave out"}
+		}
+		at := time.UnixMicro(n)
+		params.AfterLockedAt, params.AfterThreadID = &at, thread
+	}
+	rows, err := e.q.ActiveLockList(ctx, db, params)
 	if err != nil {
 		return nil, fmt.Errorf("listing locks: %w", err)
 	}

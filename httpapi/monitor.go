@@ -97,12 +97,17 @@ func (s *Server) monitorList(ctx context.Context, r *request, db dbsqlc.DBTX, ac
 	return http.StatusOK, out, nil
 }
 
-// monitorLanes serves monitor_lanes: the global lanes as counts over all
-// tenants, and the token's tenant's session lanes that have work.
+// monitorLanes serves monitor_lanes: the global lanes with the token's
+// tenant's own runs in them, and the tenant's own and session lanes that
+// have work, by name.
 func (s *Server) monitorLanes(ctx context.Context, r *request, db dbsqlc.DBTX) (int, any, error) {
-	lanes, err := s.engine.ListLanes(ctx, db, r.principal.tenantID)
+	limit, cursor, err := pageParams(r, "monitor", "lanes")
 	if err != nil {
 		return 0, nil, err
 	}
-	return http.StatusOK, listView[engine.LaneStatus]{Items: lanes}, nil
+	lanes, err := s.engine.ListLanes(ctx, db, r.principal.tenantID, engine.LanePage{After: cursor, Limit: limit + 1})
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, keyedPage(lanes, limit, engine.LaneStatus.Key, func(l engine.LaneStatus) engine.LaneStatus { return l }), nil
 }

@@ -161,6 +161,21 @@ func pageParams(r *request, domain, action string) (limit int, cursor string, er
 	return limit, cursor, nil
 }
 
+// keyedPage renders a page read with one row more than limit: that row
+// says a next page exists, which continues after the key of the page's last
+// row.
+func keyedPage[T, V any](rows []T, limit int, key func(T) string, view func(T) V) listView[V] {
+	out := listView[V]{Items: make([]V, 0, min(len(rows), limit))}
+	for i, row := range rows {
+		if i == limit {
+			out.NextCursor = encodeCursor(key(rows[i-1]))
+			break
+		}
+		out.Items = append(out.Items, view(row))
+	}
+	return out
+}
+
 func encodeCursor(s string) *string {
 	c := base64.RawURLEncoding.EncodeToString([]byte(s))
 	return &c

@@ -142,20 +142,18 @@ type lockView struct {
 
 func (s *Server) listLocks(stale bool) func(ctx context.Context, r *request, db dbsqlc.DBTX) (int, any, error) {
 	return func(ctx context.Context, r *request, db dbsqlc.DBTX) (int, any, error) {
-		limit, _, err := pageParams(r, "monitor", "locks")
+		limit, cursor, err := pageParams(r, "monitor", "locks")
 		if err != nil {
 			return 0, nil, err
 		}
-		locks, err := s.engine.ListLocks(ctx, db, r.principal.tenantID, stale, limit)
+		locks, err := s.engine.ListLocks(ctx, db, r.principal.tenantID, engine.LockPage{StaleOnly: stale, After: cursor, Limit: limit + 1})
 		if err != nil {
 			return 0, nil, err
 		}
-		out := listView[lockView]{Items: []lockView{}}
-		for _, l := range locks {
-			out.Items = append(out.Items, lockView{ThreadID: l.ThreadID, ActiveExecutionID: l.ActiveExecutionID,
-				ExecutionLockedAt: l.ExecutionLockedAt.UTC(), LockMinutes: l.LockMinutes})
-		}
-		return http.StatusOK, out, nil
+		return http.StatusOK, keyedPage(locks, limit, engine.ActiveLock.Key, func(l engine.ActiveLock) lockView {
+			return lockView{ThreadID: l.ThreadID, ActiveExecutionID: l.ActiveExecutionID,
+				ExecutionLockedAt: l.ExecutionLockedAt.UTC(), LockMinutes: l.LockMinutes}
+		}), nil
 	}
 }
 

@@ -583,19 +583,33 @@ func (q *Queries) LaneTryLock(ctx context.Context, db DBTX, arg *LaneTryLockPara
 }
 
 const monitorLaneList = `-- name: MonitorLaneList :many
-SELECT l.name::text AS lane, l.max_concurrent::integer AS max_concurrent, l.per_tenant::integer AS per_tenant,
-       (SELECT count(*) FROM agent_execution x WHERE x.lane = l.name AND x.tenant_id = $1::text AND x.status = 'running')::bigint AS running,
-       (SELECT count(*) FROM agent_execution x WHERE x.lane = l.name AND x.tenant_id = $1::text AND x.status = 'pending')::bigint AS pending,
-       greatest(coalesce((SELECT (extract(epoch FROM now() - min(x.queued_at)) * 1000)::bigint FROM agent_execution x
-                          WHERE x.lane = l.name AND x.tenant_id = $1::text AND x.status = 'pending'), 0), 0)::bigint AS oldest_pending_age_ms
-FROM lane l
-WHERE l.tenant_id = ''
-UNION ALL
-SELECT m.lane::text, m.max_concurrent::integer, 0, m.running::bigint, m.pending::bigint, m.oldest_pending_age_ms::bigint
-FROM monitor_lanes m
-WHERE m.tenant_id = $1::text
-ORDER BY 1
+SELECT v.lane, v.max_concurrent, v.per_tenant, v.running, v.pending, v.oldest_pending_age_ms, v.tenant_lane
+FROM (
+    SELECT l.name::text AS lane, l.max_concurrent::integer AS max_concurrent, l.per_tenant::integer AS per_tenant,
+           (SELECT count(*) FROM agent_execution x WHERE x.lane = l.name AND x.tenant_id = $1::text AND x.status = 'running')::bigint AS running,
+           (SELECT count(*) FROM agent_execution x WHERE x.lane = l.name AND x.tenant_id = $1::text AND x.status = 'pending')::bigint AS pending,
+           greatest(coalesce((SELECT (extract(epoch FROM now() - min(x.queued_at)) * 1000)::bigint FROM agent_execution x
+                              WHERE x.lane = l.name AND x.tenant_id = $1::text AND x.status = 'pending'), 0), 0)::bigint AS oldest_pending_age_ms,
+           false AS tenant_lane
+    FROM lane l
+    WHERE l.tenant_id = ''
+    UNION ALL
+    SELECT m.lane::text, m.max_concurrent::integer, 0, m.running::bigint, m.pending::bigint, m.oldest_pending_age_ms::bigint, true
+    FROM monitor_lanes m
+    WHERE m.tenant_id = $1::text
+) v
+WHERE $2::text IS NULL
+   OR (v.lane, v.tenant_lane) > ($2::text, $3::boolean)
+ORDER BY v.lane, v.tenant_lane
+LIMIT $4::integer
 `
+
+type MonitorLaneListParams struct {
+	TenantID        string
+	AfterLane       *string
+	AfterTenantLane bool
+	Max             int32
+}
 
 type MonitorLaneListRow struct {
 	Lane               string
@@ -604,13 +618,21 @@ type MonitorLaneListRow struct {
 	Running            int64
 	Pending            int64
 	OldestPendingAgeMs int64
+	TenantLane         bool
 }
 
-// A tenant's view of the lanes: the global lanes with its own running and
-// pending executions in them (never other tenants'), its own lanes and its
-// session lanes with work.
-func (q *Queries) MonitorLaneList(ctx context.Context, db DBTX, tenantID string) ([]*MonitorLaneListRow, error) {
-	rows, err := db.Query(ctx, monitorLaneList, tenantID)
+// A page of a tenant's view of the lanes: the global lanes with its own
+// running and pending executions in them (never other tenants'), its own
+// lanes and its session lanes with work. Ordered by (lane, tenant_lane),
+// which is unique, a page continues after its last row's key
+// (@after_lane NULL: the first page).
+func (q *Queries) MonitorLaneList(ctx context.Context, db DBTX, arg *MonitorLaneListParams) ([]*MonitorLaneListRow, error) {
+	rows, err := db.Query(ctx, monitorLaneList,
+		arg.TenantID,
+		arg.AfterLane,
+		arg.AfterTenantLane,
+		arg.Max,
+	)
 	if err != nil {
 		return nil, err
 	}
@@ -625,6 +647,7 @@ func (q *Queries) MonitorLaneList(ctx context.Context, db DBTX, tenantID string)
 			&i.Running,
 			&i.Pending,
 			&i.OldestPendingAgeMs,
+			&i.TenantLane,
 		); err != nil {
 			return nil, err
 		}

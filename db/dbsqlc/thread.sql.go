@@ -8,6 +8,7 @@ package dbsqlc
 import (
 	"context"
 	"encoding/json"
+	"time"
 )
 
 const activeLockList = `-- name: ActiveLockList :many
@@ -15,22 +16,31 @@ SELECT tenant_id, thread_id, active_execution_id, execution_locked_at, lock_minu
 FROM monitor_active_locks
 WHERE tenant_id = $1::text
   AND (NOT $2::boolean OR execution_locked_at < now() - make_interval(secs => $3::double precision))
-ORDER BY execution_locked_at
-LIMIT $4::integer
+  AND ($4::timestamptz IS NULL
+       OR (execution_locked_at, thread_id) > ($4::timestamptz, $5::text))
+ORDER BY execution_locked_at, thread_id
+LIMIT $6::integer
 `
 
 type ActiveLockListParams struct {
 	TenantID           string
 	StaleOnly          bool
 	LockTimeoutSeconds float64
+	AfterLockedAt      *time.Time
+	AfterThreadID      string
 	Max                int32
 }
 
+// A page of the tenant's held locks, oldest first: the key (locked at,
+// thread id) is unique, so a page continues after its last row's key
+// (@after_locked_at NULL: the first page).
 func (q *Queries) ActiveLockList(ctx context.Context, db DBTX, arg *ActiveLockListParams) ([]*MonitorActiveLock, error) {
 	rows, err := db.Query(ctx, activeLockList,
 		arg.TenantID,
 		arg.StaleOnly,
 		arg.LockTimeoutSeconds,
+		arg.AfterLockedAt,
+		arg.AfterThreadID,
 		arg.Max,
 	)
 	if err != nil {

@@ -162,18 +162,27 @@ WHERE l.name NOT LIKE 'session:%'
 ORDER BY l.tenant_id, l.name;
 
 -- name: MonitorLaneList :many
--- A tenant's view of the lanes: the global lanes with its own running and
--- pending executions in them (never other tenants'), its own lanes and its
--- session lanes with work.
-SELECT l.name::text AS lane, l.max_concurrent::integer AS max_concurrent, l.per_tenant::integer AS per_tenant,
-       (SELECT count(*) FROM agent_execution x WHERE x.lane = l.name AND x.tenant_id = @tenant_id::text AND x.status = 'running')::bigint AS running,
-       (SELECT count(*) FROM agent_execution x WHERE x.lane = l.name AND x.tenant_id = @tenant_id::text AND x.status = 'pending')::bigint AS pending,
-       greatest(coalesce((SELECT (extract(epoch FROM now() - min(x.queued_at)) * 1000)::bigint FROM agent_execution x
-                          WHERE x.lane = l.name AND x.tenant_id = @tenant_id::text AND x.status = 'pending'), 0), 0)::bigint AS oldest_pending_age_ms
-FROM lane l
-WHERE l.tenant_id = ''
-UNION ALL
-SELECT m.lane::text, m.max_concurrent::integer, 0, m.running::bigint, m.pending::bigint, m.oldest_pending_age_ms::bigint
-FROM monitor_lanes m
-WHERE m.tenant_id = @tenant_id::text
-ORDER BY 1;
+-- A page of a tenant's view of the lanes: the global lanes with its own
+-- running and pending executions in them (never other tenants'), its own
+-- lanes and its session lanes with work. Ordered by (lane, tenant_lane),
+-- which is unique, a page continues after its last row's key
+-- (@after_lane NULL: the first page).
+SELECT v.lane, v.max_concurrent, v.per_tenant, v.running, v.pending, v.oldest_pending_age_ms, v.tenant_lane
+FROM (
+    SELECT l.name::text AS lane, l.max_concurrent::integer AS max_concurrent, l.per_tenant::integer AS per_tenant,
+           (SELECT count(*) FROM agent_execution x WHERE x.lane = l.name AND x.tenant_id = @tenant_id::text AND x.status = 'running')::bigint AS running,
+           (SELECT count(*) FROM agent_execution x WHERE x.lane = l.name AND x.tenant_id = @tenant_id::text AND x.status = 'pending')::bigint AS pending,
+           greatest(coalesce((SELECT (extract(epoch FROM now() - min(x.queued_at)) * 1000)::bigint FROM agent_execution x
+                              WHERE x.lane = l.name AND x.tenant_id = @tenant_id::text AND x.status = 'pending'), 0), 0)::bigint AS oldest_pending_age_ms,
+           false AS tenant_lane
+    FROM lane l
+    WHERE l.tenant_id = ''
+    UNION ALL
+    SELECT m.lane::text, m.max_concurrent::integer, 0, m.running::bigint, m.pending::bigint, m.oldest_pending_age_ms::bigint, true
+    FROM monitor_lanes m
+    WHERE m.tenant_id = @tenant_id::text
+) v
+WHERE sqlc.narg('after_lane')::text IS NULL
+   OR (v.lane, v.tenant_lane) > (sqlc.narg('after_lane')::text, @after_tenant_lane::boolean)
+ORDER BY v.lane, v.tenant_lane
+LIMIT @max::integer;

@@ -104,11 +104,16 @@ SELECT c.id::bigint AS id, c.thread_id::text AS thread_id
 FROM clear_stale_locks(make_interval(secs => @lock_timeout_seconds::double precision), @tenant_id::text) c;
 
 -- name: ActiveLockList :many
+-- A page of the tenant's held locks, oldest first: the key (locked at,
+-- thread id) is unique, so a page continues after its last row's key
+-- (@after_locked_at NULL: the first page).
 SELECT *
 FROM monitor_active_locks
 WHERE tenant_id = @tenant_id::text
   AND (NOT @stale_only::boolean OR execution_locked_at < now() - make_interval(secs => @lock_timeout_seconds::double precision))
-ORDER BY execution_locked_at
+  AND (sqlc.narg('after_locked_at')::timestamptz IS NULL
+       OR (execution_locked_at, thread_id) > (sqlc.narg('after_locked_at')::timestamptz, @after_thread_id::text))
+ORDER BY execution_locked_at, thread_id
 LIMIT @max::integer;
 
 -- name: ThreadSetQueueSettings :exec
