@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -370,10 +371,12 @@ func (r *stepRun) send(ctx context.Context, nodeID, body string) (map[string]any
 	if err != nil {
 		return nil, fmt.Errorf("storing outbound message: %w", err)
 	}
+	// Message ids are strings wherever a client sees them.
+	id := strconv.FormatInt(msg.ID, 10)
 	if !decision.holder {
 		r.events.add(EventMessageQueued, "info", nodeID, fmt.Sprintf("Message %d queued: thread %s is held by another execution", msg.ID, r.thread.ThreadID),
-			map[string]any{"message_id": msg.ID, "body": body, "thread_id": r.thread.ThreadID})
-		return map[string]any{"message_id": msg.ID, "queued": true}, nil
+			map[string]any{"message_id": id, "body": body, "thread_id": r.thread.ThreadID})
+		return map[string]any{"message_id": id, "queued": true}, nil
 	}
 	if !r.deliver {
 		if err := r.e.enqueueDelivery(ctx, r.tx, r.row.ThreadID); err != nil {
@@ -382,8 +385,8 @@ func (r *stepRun) send(ctx context.Context, nodeID, body string) (map[string]any
 		r.deliver = true
 	}
 	r.events.add(EventMessagePending, "info", nodeID, fmt.Sprintf("Message %d accepted for delivery", msg.ID),
-		map[string]any{"message_id": msg.ID, "body": body, "thread_id": r.thread.ThreadID})
-	return map[string]any{"message_id": msg.ID, "queued": false}, nil
+		map[string]any{"message_id": id, "body": body, "thread_id": r.thread.ThreadID})
+	return map[string]any{"message_id": id, "queued": false}, nil
 }
 
 // interpolation renders a node's templates against the run's variables,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -133,7 +134,10 @@ func (e *Engine) GetThread(ctx context.Context, db dbsqlc.DBTX, tenantID, thread
 
 // ThreadMessage is a message of a thread as clients see it.
 type ThreadMessage struct {
-	ID          int64
+	ID int64
+	// ExternalID is an inbound message's id: the sender's message_id, or
+	// the one Baton gave it. Nil for outbound messages.
+	ExternalID  *string
 	ThreadID    string
 	Direction   string
 	ExecutionID *string
@@ -151,17 +155,36 @@ type ThreadMessageFilter struct {
 	Limit   int
 }
 
+// MessageStatuses are the statuses a thread message can have. Outbound:
+// queued (waiting for the thread's lock), pending (accepted for delivery),
+// delivered, dropped (its execution was cancelled while it was queued).
+// Inbound: received (waiting in the session's queue),
+// steer (handed to the active run), consumed (taken by a run), dropped (by
+// the queue's cap), command (a /queue command).
+var MessageStatuses = []string{"queued", "pending", "delivered", "dropped", "received", "steer", "consumed", "command"}
+
+// check rejects a direction or status no message has.
+func (f ThreadMessageFilter) check() error {
+	if f.Direction != "" && f.Direction != "in" && f.Direction != "out" {
+		return &InputError{Field: "direction", Message: "must be in or out"}
+	}
+	if f.Status != "" && !slices.Contains(MessageStatuses, f.Status) {
+		return &InputError{Field: "status", Message: "must be one of " + strings.Join(MessageStatuses, ", ")}
+	}
+	return nil
+}
+
 // ListThreadMessages returns a thread's messages, oldest first.
 func (e *Engine) ListThreadMessages(ctx context.Context, db dbsqlc.DBTX, tenantID, threadID string, f ThreadMessageFilter) ([]ThreadMessage, error) {
+	if err := f.check(); err != nil {
+		return nil, err
+	}
 	t, err := e.q.ThreadGetByThreadID(ctx, db, &dbsqlc.ThreadGetByThreadIDParams{TenantID: tenantID, ThreadID: threadID})
 	if err != nil {
 		return nil, notFound(err)
 	}
 	params := &dbsqlc.MessageListByThreadParams{ThreadID: t.ID, AfterID: f.AfterID, Max: int32(f.Limit)}
 	if f.Direction != "" {
-		if f.Direction != "in" && f.Direction != "out" {
-			return nil, &InputError{Field: "direction", Message: "must be in or out"}
-		}
 		params.Direction = &f.Direction
 	}
 	if f.Status != "" {
@@ -173,7 +196,7 @@ func (e *Engine) ListThreadMessages(ctx context.Context, db dbsqlc.DBTX, tenantI
 	}
 	out := make([]ThreadMessage, 0, len(rows))
 	for _, m := range rows {
-		out = append(out, ThreadMessage{ID: m.ID, ThreadID: t.ThreadID, Direction: m.Direction, ExecutionID: m.ExecutionKey,
+		out = append(out, ThreadMessage{ID: m.ID, ExternalID: m.ExternalID, ThreadID: t.ThreadID, Direction: m.Direction, ExecutionID: m.ExecutionKey,
 			Body: m.Body, Status: m.Status, CreatedAt: m.CreatedAt, DeliveredAt: m.DeliveredAt})
 	}
 	return out, nil

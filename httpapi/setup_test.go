@@ -21,6 +21,7 @@ import (
 	"github.com/batonrun/baton/internal/openapitest"
 	"github.com/batonrun/baton/internal/pgtest"
 	"github.com/batonrun/baton/jobs"
+	"github.com/batonrun/baton/live"
 )
 
 var secret = []byte("test-secret-0123456789-0123456789")
@@ -41,6 +42,8 @@ type setupOpts struct {
 	lockTimeout time.Duration
 	// limits are the engine's limits; zero fields take the defaults.
 	limits workflow.Limits
+	// stream serves GET /api/v1/ws from an event hub of the bundle's own.
+	stream bool
 }
 
 var tenantSeq atomic.Int64
@@ -70,7 +73,14 @@ func setup(t *testing.T, opts setupOpts) *testBundle {
 		_ = client.StopAndCancel(ctx)
 	})
 	t.Cleanup(eng.DeliverPromptly(8))
-	api, err := httpapi.New(httpapi.Config{Engine: eng, Pool: pool, JWTSecret: secret})
+	var hub *live.Hub
+	if opts.stream {
+		hub, err = live.NewHub(live.Config{Pool: pool})
+		require.NoError(t, err)
+		hub.Start()
+		t.Cleanup(hub.Stop)
+	}
+	api, err := httpapi.New(httpapi.Config{Engine: eng, Pool: pool, JWTSecret: secret, Hub: hub})
 	require.NoError(t, err)
 	srv := httptest.NewServer(api.Handler())
 	t.Cleanup(srv.Close)

@@ -120,8 +120,15 @@ func (p *process) start(t *testing.T, params engine.StartParams) *engine.Executi
 // buffer.
 func (p *process) dial(t *testing.T, tenant string, query url.Values, smallReads bool) *websocket.Conn {
 	t.Helper()
+	return dialStream(t, p.server.URL, tenant, query, smallReads)
+}
+
+// dialStream opens the event stream of the server at serverURL as dial
+// does.
+func dialStream(t *testing.T, serverURL, tenant string, query url.Values, smallReads bool) *websocket.Conn {
+	t.Helper()
 	query.Set("access_token", mint(t, tenant))
-	u := "ws" + strings.TrimPrefix(p.server.URL, "http") + "/api/v1/ws?" + query.Encode()
+	u := "ws" + strings.TrimPrefix(serverURL, "http") + "/api/v1/ws?" + query.Encode()
 	opts := &websocket.DialOptions{}
 	if smallReads {
 		dialer := &net.Dialer{}

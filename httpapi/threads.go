@@ -90,6 +90,11 @@ func (s *Server) getThread(ctx context.Context, r *request, db dbsqlc.DBTX) (int
 }
 
 type threadMessageView struct {
+	// ID is Baton's id of the message, unique, in thread order.
+	ID string `json:"id"`
+	// MessageID is the id a client knows the message by: an inbound
+	// message's message_id (the sender's, or the one Baton gave it), an
+	// outbound message's id (as its thread.message_* events carry it).
 	MessageID   string     `json:"message_id"`
 	ThreadID    string     `json:"thread_id"`
 	Direction   string     `json:"direction"`
@@ -119,18 +124,20 @@ func (s *Server) threadMessages(ctx context.Context, r *request, db dbsqlc.DBTX)
 	if err != nil {
 		return 0, nil, err
 	}
-	out := listView[threadMessageView]{Items: []threadMessageView{}}
-	for i, m := range msgs {
-		if i == limit {
-			out.NextCursor = encodeCursor(strconv.FormatInt(msgs[i-1].ID, 10))
-			break
-		}
-		out.Items = append(out.Items, threadMessageView{
-			MessageID: strconv.FormatInt(m.ID, 10), ThreadID: m.ThreadID, Direction: m.Direction, ExecutionID: m.ExecutionID,
-			Text: m.Body, Status: m.Status, CreatedAt: m.CreatedAt.UTC(), DeliveredAt: utc(m.DeliveredAt),
-		})
+	key := func(m engine.ThreadMessage) string { return strconv.FormatInt(m.ID, 10) }
+	return http.StatusOK, keyedPage(msgs, limit, key, renderThreadMessage), nil
+}
+
+func renderThreadMessage(m engine.ThreadMessage) threadMessageView {
+	id := strconv.FormatInt(m.ID, 10)
+	v := threadMessageView{
+		ID: id, MessageID: id, ThreadID: m.ThreadID, Direction: m.Direction, ExecutionID: m.ExecutionID,
+		Text: m.Body, Status: m.Status, CreatedAt: m.CreatedAt.UTC(), DeliveredAt: utc(m.DeliveredAt),
 	}
-	return http.StatusOK, out, nil
+	if m.ExternalID != nil {
+		v.MessageID = *m.ExternalID
+	}
+	return v
 }
 
 type lockView struct {
