@@ -19,6 +19,9 @@ type ConflictError struct {
 	Code string
 	// Message explains the conflict.
 	Message string
+	// Details, when set, are the error's details for a client, such as
+	// the field at fault.
+	Details map[string]any
 }
 
 func (e *ConflictError) Error() string { return e.Message }

@@ -72,15 +72,14 @@ type ThreadUpsert struct {
 
 // UpsertThread creates the thread of a (channel, contact), or updates its
 // default workflow and queue settings. It reports whether it was created.
+// A thread_id given for a contact whose thread has another id, or one that
+// another contact's thread has, is a ConflictError; a default workflow the
+// tenant has not defined is an InputError. Either changes nothing.
 func (e *Engine) UpsertThread(ctx context.Context, db dbsqlc.DBTX, p ThreadUpsert) (*Thread, bool, error) {
-	if p.Channel == "" || p.Contact == "" {
-		return nil, false, &InputError{Field: "payload.channel", Message: "channel and contact are required"}
+	if err := e.checkThreadUpsert(ctx, db, p); err != nil {
+		return nil, false, err
 	}
-	if p.Queue != nil {
-		if err := e.checkQueueSettings(p.Queue, "payload.queue."); err != nil {
-			return nil, false, err
-		}
-	}
+	given := p.ThreadID
 	if p.ThreadID == "" {
 		p.ThreadID = p.Channel + ":" + p.Contact
 	}
@@ -94,12 +93,13 @@ func (e *Engine) UpsertThread(ctx context.Context, db dbsqlc.DBTX, p ThreadUpser
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		created = false
-		row, err = e.q.ThreadUpdateByContact(ctx, db, &dbsqlc.ThreadUpdateByContactParams{
-			TenantID: p.TenantID, Channel: p.Channel, Contact: p.Contact, DefaultWorkflowID: def,
-		})
+		params := &dbsqlc.ThreadUpdateByContactParams{TenantID: p.TenantID, Channel: p.Channel, Contact: p.Contact, DefaultWorkflowID: def}
+		if given != "" {
+			params.ThreadID = &given
+		}
+		row, err = e.q.ThreadUpdateByContact(ctx, db, params)
 		if errors.Is(err, pgx.ErrNoRows) {
-			// The insert met the thread id, which another contact has.
-			return nil, false, &ConflictError{Code: "thread.upsert.thread_id_in_use", Message: fmt.Sprintf("thread_id %q belongs to another channel and contact", p.ThreadID)}
+			return nil, false, e.threadUpsertConflict(ctx, db, p)
 		}
 	}
 	if err != nil {
@@ -112,6 +112,50 @@ func (e *Engine) UpsertThread(ctx context.Context, db dbsqlc.DBTX, p ThreadUpser
 	}
 	t, err := e.GetThread(ctx, db, p.TenantID, row.ThreadID)
 	return t, created, err
+}
+
+// checkThreadUpsert checks what an upsert names before anything is written:
+// channel and contact, the queue settings and the default workflow.
+func (e *Engine) checkThreadUpsert(ctx context.Context, db dbsqlc.DBTX, p ThreadUpsert) error {
+	if p.Channel == "" {
+		return &InputError{Field: "payload.channel", Message: "is required"}
+	}
+	if p.Contact == "" {
+		return &InputError{Field: "payload.contact", Message: "is required"}
+	}
+	if p.Queue != nil {
+		if err := e.checkQueueSettings(p.Queue, "payload.queue."); err != nil {
+			return err
+		}
+	}
+	if p.DefaultWorkflowID == "" {
+		return nil
+	}
+	_, err := e.q.DefinitionLatestID(ctx, db, &dbsqlc.DefinitionLatestIDParams{TenantID: p.TenantID, WorkflowID: p.DefaultWorkflowID})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return &InputError{Field: "payload.default_workflow_id", Message: fmt.Sprintf("workflow %q is not defined", p.DefaultWorkflowID)}
+	}
+	if err != nil {
+		return fmt.Errorf("looking up default workflow %s: %w", p.DefaultWorkflowID, err)
+	}
+	return nil
+}
+
+// threadUpsertConflict says why an upsert found neither a thread to create
+// nor one to update: the contact's thread has another id than the one
+// given, or the thread id belongs to another contact.
+func (e *Engine) threadUpsertConflict(ctx context.Context, db dbsqlc.DBTX, p ThreadUpsert) error {
+	existing, err := e.q.ThreadIDByContact(ctx, db, &dbsqlc.ThreadIDByContactParams{TenantID: p.TenantID, Channel: p.Channel, Contact: p.Contact})
+	if err == nil {
+		return &ConflictError{Code: "thread.upsert.contact_has_thread", Message: fmt.Sprintf(
+			"channel %s contact %s already has thread %q; a thread's id does not change", p.Channel, p.Contact, existing),
+			Details: map[string]any{"field": "payload.thread_id", "thread_id": existing}}
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("looking up the contact's thread: %w", err)
+	}
+	return &ConflictError{Code: "thread.upsert.thread_id_in_use", Message: fmt.Sprintf("thread_id %q belongs to another channel and contact", p.ThreadID),
+		Details: map[string]any{"field": "payload.thread_id"}}
 }
 
 // GetThread returns a thread of the tenant with its lock state, queued

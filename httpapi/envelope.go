@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
+	"strings"
 )
 
 // maxBodyBytes is the largest request body accepted: 1 MiB.
@@ -118,12 +120,38 @@ func decodeEnvelope(w http.ResponseWriter, r *http.Request, domain, action strin
 	return &env, nil
 }
 
-// decodePayload decodes the payload strictly into v.
+// decodePayload decodes the payload strictly into v. A field of the wrong
+// type or an unknown one is answered with details.field naming it.
 func decodePayload(env *requestEnvelope, v any, domain, action string) error {
 	dec := json.NewDecoder(bytesReader(env.Payload))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return newAPIError(http.StatusBadRequest, domain+"."+action+".invalid_request", "invalid payload: %v", err)
+		return newAPIError(http.StatusBadRequest, domain+"."+action+".invalid_request", "invalid payload: %v", err).
+			with("field", payloadField(env.Payload, err))
 	}
 	return nil
+}
+
+// payloadField names the field a payload decoding error is about, as
+// "payload.<path>"; "payload" when the error does not say which.
+func payloadField(payload json.RawMessage, err error) string {
+	var typeErr *json.UnmarshalTypeError
+	if errors.As(err, &typeErr) && typeErr.Field != "" {
+		return "payload." + typeErr.Field
+	}
+	// encoding/json names an unknown field but not where it is: it is named
+	// when it is one of the payload's own keys.
+	quoted, ok := strings.CutPrefix(err.Error(), "json: unknown field ")
+	if !ok {
+		return "payload"
+	}
+	name, uqErr := strconv.Unquote(quoted)
+	var keys map[string]json.RawMessage
+	if uqErr != nil || json.Unmarshal(payload, &keys) != nil {
+		return "payload"
+	}
+	if _, top := keys[name]; !top {
+		return "payload"
+	}
+	return "payload." + name
 }

@@ -43,7 +43,11 @@ func toAPIError(err error, domain, action string) *apiError {
 	case errors.Is(err, engine.ErrNotFound):
 		return newAPIError(http.StatusNotFound, prefix+".not_found", "%s", err.Error())
 	case errors.As(err, &ce):
-		return newAPIError(http.StatusConflict, ce.Code, "%s", ce.Message)
+		ae := newAPIError(http.StatusConflict, ce.Code, "%s", ce.Message)
+		for k, v := range ce.Details {
+			ae = ae.with(k, v)
+		}
+		return ae
 	case errors.As(err, &te):
 		return newAPIError(http.StatusConflict, prefix+".invalid_state", "%s", te.Error()).with("status", string(te.Status))
 	case errors.As(err, &pe) && (pe.Code == "22021" || pe.Code == "22P05"):

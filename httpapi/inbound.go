@@ -51,6 +51,10 @@ func (s *Server) threadQueue(reset bool) func(context.Context, *request, dbsqlc.
 			if err := decodePayload(r.envelope, settings, "thread", "queue"); err != nil {
 				return 0, nil, err
 			}
+			if *settings == (engine.QueueSettings{}) {
+				return 0, nil, newAPIError(http.StatusBadRequest, "thread.queue.invalid_request",
+					"payload must set at least one of mode, debounce_ms, cap and drop (DELETE resets the settings)").with("field", "payload")
+			}
 		}
 		tx, ok := db.(pgx.Tx)
 		if !ok {

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -158,10 +159,37 @@ func (s *Server) routes() {
 	s.handle("GET /api/v1/monitor/locks/stale", endpoint{domain: "monitor", action: "locks", scope: ScopeMonitorRead, run: s.listLocks(true)})
 	s.handle("POST /api/v1/monitor/locks/cleanup", endpoint{domain: "monitor", action: "cleanup", scope: ScopeMonitorWrite, tx: true, run: s.cleanupLocks})
 
-	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		rc := newRequestContext(w, r)
-		s.writeError(w, rc, "request", "route", newAPIError(http.StatusNotFound, "request.route.not_found", "no endpoint %s %s", r.Method, r.URL.Path))
-	})
+	s.mux.HandleFunc("/", s.noRoute)
+}
+
+// routeMethods are the methods a route may serve.
+var routeMethods = []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodOptions}
+
+// noRoute answers a request no route takes: 405 with an Allow header when
+// its path is served with other methods, else 404.
+func (s *Server) noRoute(w http.ResponseWriter, r *http.Request) {
+	rc := newRequestContext(w, r)
+	if allow := s.allowedMethods(r); len(allow) > 0 {
+		w.Header().Set("Allow", strings.Join(allow, ", "))
+		s.writeError(w, rc, "request", "route", newAPIError(http.StatusMethodNotAllowed, "request.route.method_not_allowed",
+			"%s is not served on %s; it takes %s", r.Method, r.URL.Path, strings.Join(allow, ", ")).with("allow", allow))
+		return
+	}
+	s.writeError(w, rc, "request", "route", newAPIError(http.StatusNotFound, "request.route.not_found", "no endpoint %s %s", r.Method, r.URL.Path))
+}
+
+// allowedMethods are the methods a route serves on r's path: those the mux
+// hands to a handler other than the catch-all.
+func (s *Server) allowedMethods(r *http.Request) []string {
+	var allow []string
+	for _, m := range routeMethods {
+		probe := r.Clone(r.Context())
+		probe.Method = m
+		if _, pattern := s.mux.Handler(probe); pattern != "" && pattern != "/" {
+			allow = append(allow, m)
+		}
+	}
+	return allow
 }
 
 // endpoint is one API operation.

@@ -248,6 +248,24 @@ func (q *Queries) ThreadGetByThreadID(ctx context.Context, db DBTX, arg *ThreadG
 	return &i, err
 }
 
+const threadIDByContact = `-- name: ThreadIDByContact :one
+SELECT thread_id FROM thread
+WHERE tenant_id = $1::text AND channel = $2::text AND contact = $3::text
+`
+
+type ThreadIDByContactParams struct {
+	TenantID string
+	Channel  string
+	Contact  string
+}
+
+func (q *Queries) ThreadIDByContact(ctx context.Context, db DBTX, arg *ThreadIDByContactParams) (string, error) {
+	row := db.QueryRow(ctx, threadIDByContact, arg.TenantID, arg.Channel, arg.Contact)
+	var thread_id string
+	err := row.Scan(&thread_id)
+	return thread_id, err
+}
+
 const threadInsertByContact = `-- name: ThreadInsertByContact :one
 INSERT INTO thread (tenant_id, thread_id, channel, contact, default_workflow_id)
 VALUES ($1::text, $2::text, $3::text, $4::text, $5::text)
@@ -544,6 +562,7 @@ UPDATE thread
 SET default_workflow_id = coalesce($1::text, default_workflow_id),
     updated_at = now()
 WHERE tenant_id = $2::text AND channel = $3::text AND contact = $4::text
+  AND ($5::text IS NULL OR thread_id = $5::text)
 RETURNING id, tenant_id, thread_id, channel, contact, default_workflow_id, active_execution_id, execution_locked_at, queue_settings, created_at, updated_at, drain_pending, drain_pending_since, drain_requested
 `
 
@@ -552,16 +571,19 @@ type ThreadUpdateByContactParams struct {
 	TenantID          string
 	Channel           string
 	Contact           string
+	ThreadID          *string
 }
 
 // Updates the default workflow of the thread of a (channel, contact); no row
-// when the contact has no thread.
+// when the contact has no thread, or when @thread_id is given and is not
+// the contact's thread's id.
 func (q *Queries) ThreadUpdateByContact(ctx context.Context, db DBTX, arg *ThreadUpdateByContactParams) (*Thread, error) {
 	row := db.QueryRow(ctx, threadUpdateByContact,
 		arg.DefaultWorkflowID,
 		arg.TenantID,
 		arg.Channel,
 		arg.Contact,
+		arg.ThreadID,
 	)
 	var i Thread
 	err := row.Scan(

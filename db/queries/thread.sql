@@ -37,12 +37,18 @@ RETURNING *;
 
 -- name: ThreadUpdateByContact :one
 -- Updates the default workflow of the thread of a (channel, contact); no row
--- when the contact has no thread.
+-- when the contact has no thread, or when @thread_id is given and is not
+-- the contact's thread's id.
 UPDATE thread
 SET default_workflow_id = coalesce(sqlc.narg('default_workflow_id')::text, default_workflow_id),
     updated_at = now()
 WHERE tenant_id = @tenant_id::text AND channel = @channel::text AND contact = @contact::text
+  AND (sqlc.narg('thread_id')::text IS NULL OR thread_id = sqlc.narg('thread_id')::text)
 RETURNING *;
+
+-- name: ThreadIDByContact :one
+SELECT thread_id FROM thread
+WHERE tenant_id = @tenant_id::text AND channel = @channel::text AND contact = @contact::text;
 
 -- name: ThreadSetLock :exec
 UPDATE thread
