@@ -252,6 +252,10 @@ func (s *Server) handle(pattern string, ep endpoint) {
 			}
 		}()
 		status, data, err := s.serve(w, r, rc, ep)
+		if err != nil && r.Context().Err() != nil {
+			s.clientGone(r, rc, err)
+			return
+		}
 		if err != nil {
 			s.writeError(w, rc, ep.domain, ep.action, err)
 			return
@@ -345,6 +349,14 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, rc *requestContex
 	return status, data, nil
 }
 
+// clientGone logs a request that failed because its client hung up before
+// the answer: the request's context ended, which cancelled its work. That is
+// the client's doing, not a server error, and there is no one to answer.
+func (s *Server) clientGone(r *http.Request, rc *requestContext, err error) {
+	s.Info("client closed the request before its answer", "method", r.Method, "path", r.URL.Path, "error", err,
+		"request_id", rc.requestID, "correlation_id", rc.correlationID)
+}
+
 // claimMessageID records a message_id; false means an earlier request with
 // it has committed its answer.
 func (s *Server) claimMessageID(ctx context.Context, tx pgx.Tx, tenant string, ep endpoint, key string) (bool, error) {
@@ -398,9 +410,13 @@ func (s *Server) writeJSON(w http.ResponseWriter, status int, v any) {
 	_, _ = w.Write(buf.Bytes())
 }
 
+// randomID returns a random UUID (version 4, RFC 4122 variant), the form
+// of the request and correlation ids Baton generates.
 func randomID() string {
 	var b [16]byte
-	_, _ = rand.Read(b[:])
+	_, _ = rand.Read(b[:])  // crypto/rand never fails on supported platforms
+	b[6] = b[6]&0x0f | 0x40 // version 4
+	b[8] = b[8]&0x3f | 0x80 // variant 10 (RFC 4122)
 	h := hex.EncodeToString(b[:])
 	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32]
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"sync/atomic"
@@ -44,6 +45,8 @@ type setupOpts struct {
 	limits workflow.Limits
 	// stream serves GET /api/v1/ws from an event hub of the bundle's own.
 	stream bool
+	// logger receives the server's log; nil discards it.
+	logger *slog.Logger
 }
 
 var tenantSeq atomic.Int64
@@ -80,7 +83,7 @@ func setup(t *testing.T, opts setupOpts) *testBundle {
 		hub.Start()
 		t.Cleanup(hub.Stop)
 	}
-	api, err := httpapi.New(httpapi.Config{Engine: eng, Pool: pool, JWTSecret: secret, Hub: hub})
+	api, err := httpapi.New(httpapi.Config{Engine: eng, Pool: pool, JWTSecret: secret, Hub: hub, Logger: opts.logger})
 	require.NoError(t, err)
 	srv := httptest.NewServer(api.Handler())
 	t.Cleanup(srv.Close)
