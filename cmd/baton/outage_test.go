@@ -80,7 +80,7 @@ func TestOutageRestartAnswers503(t *testing.T) {
 	require.NoError(t, cluster.StopImmediate(ctx))
 	stopped := time.Now()
 	time.Sleep(time.Second)
-	_, err = pgcluster.Start(ctx, pgcluster.Options{Dir: dataDir, Port: cluster.Port(), Fast: true})
+	_, err = pgcluster.Start(ctx, pgcluster.Options{Dir: dataDir, Port: cluster.Port(), Fast: true, Share: true})
 	require.NoError(t, err)
 	up := time.Now()
 
@@ -176,10 +176,9 @@ func outageCluster(t *testing.T) (*pgcluster.Cluster, string) {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		// Stop whatever runs in the directory now, restarted or not.
-		if c, err := pgcluster.Start(ctx, pgcluster.Options{Dir: dataDir}); err == nil {
-			_ = c.StopImmediate(ctx)
-		}
+		// The owner stops whatever runs in the directory now, restarted by
+		// a guest or not.
+		_ = cluster.Stop(ctx)
 	})
 	return cluster, dataDir
 }

@@ -6,7 +6,9 @@
 // first start, pg_ctl start and stop, reusing a cluster that is already
 // initialized or already running in the same directory, and, when the
 // process runs as root, running PostgreSQL as the postgres OS user, which it
-// requires. It only listens on 127.0.0.1 and trusts every local connection,
+// requires. One process at a time owns a data directory and is the only one
+// that stops its server; another process may use it as a guest, or is
+// refused (owner.go). It only listens on 127.0.0.1 and trusts every local connection,
 // so it is for development and tests, never for production.
 //
 // For failover tests it also makes a primary that waits for a synchronous

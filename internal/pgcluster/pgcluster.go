@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -92,6 +93,12 @@ type Options struct {
 	// default, nil, makes a primary.
 	Primary *Cluster
 
+	// Share lets Start return a guest when another live process, or another
+	// Cluster of this process, owns Dir: the guest uses the server (starting
+	// it if it is down, as after its owner's StopImmediate) but never stops
+	// it. Without Share, Start then fails with ErrInUse.
+	Share bool
+
 	// StandbyName is the application_name a standby connects to its Primary
 	// with, written into its primary_conninfo; a primary whose
 	// SynchronousStandby is this name waits for it. It must be made of ASCII
@@ -112,6 +119,11 @@ type Cluster struct {
 	bins   binaries
 	runAs  *syscall.Credential
 	logger *slog.Logger
+
+	mu sync.Mutex
+	// lock is the data directory, open and flocked while this Cluster owns
+	// it (owner.go); nil for a guest, and once Stop has run.
+	lock *os.File
 }
 
 // binaries holds the absolute paths of the PostgreSQL programs Start runs.
@@ -127,6 +139,11 @@ type binaries struct {
 // copy of opts.Primary for a standby) and starting it as needed, once the
 // server accepts connections. A cluster already running in opts.Dir is
 // reused as it is, port included, whatever the replication options say.
+//
+// The returned Cluster owns the data directory (Owner) unless another live
+// process, or another Cluster of this one, owns it already: then Start
+// returns ErrInUse, or with opts.Share a guest Cluster, whose Stop leaves
+// the server to its owner.
 func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	if opts.Dir == "" {
 		return nil, errors.New("starting PostgreSQL cluster: Options.Dir is empty")
@@ -155,50 +172,63 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	if err := c.prepareDir(); err != nil {
 		return nil, err
 	}
+	if err := c.claim(opts.Share); err != nil {
+		return nil, err
+	}
+	if err := c.startOrReuse(ctx, opts, settings); err != nil {
+		c.release()
+		return nil, err
+	}
+	return c, nil
+}
 
-	initialized, err := fileExists(filepath.Join(dir, "PG_VERSION"))
+// startOrReuse initializes the cluster when the data directory holds none
+// yet, reuses the server when one runs there, and starts it otherwise.
+func (c *Cluster) startOrReuse(ctx context.Context, opts Options, settings []string) error {
+	initialized, err := fileExists(filepath.Join(c.dir, "PG_VERSION"))
 	if err != nil {
-		return nil, fmt.Errorf("checking for a cluster in %s: %w", dir, err)
+		return fmt.Errorf("checking for a cluster in %s: %w", c.dir, err)
 	}
 	switch {
+	case !initialized && !c.Owner():
+		return fmt.Errorf("starting PostgreSQL cluster: the process that owns %s has not initialized its cluster yet", c.dir)
 	case !initialized && opts.Primary != nil:
 		if err := c.basebackup(ctx, opts.Primary, opts.StandbyName, opts.Fast); err != nil {
-			return nil, err
+			return err
 		}
 	case !initialized:
 		if err := c.initdb(ctx, opts.Fast); err != nil {
-			return nil, err
+			return err
 		}
 	default:
 		running, err := c.running(ctx)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if running {
-			port, err := c.runningPort()
-			if err != nil {
-				return nil, err
-			}
-			if opts.Port != 0 && opts.Port != port {
-				return nil, fmt.Errorf("starting PostgreSQL cluster: the cluster in %s is already running on port %d, not %d", dir, port, opts.Port)
-			}
-			c.port = port
-			c.logger.InfoContext(ctx, "reusing running PostgreSQL cluster", "port", port)
-			if err := c.waitReady(ctx); err != nil {
-				return nil, err
-			}
-			return c, nil
+			return c.reuse(ctx, opts.Port)
 		}
 		c.logger.InfoContext(ctx, "reusing initialized PostgreSQL cluster")
 	}
-
 	if err := c.start(ctx, opts.Port, opts.Fast, settings); err != nil {
-		return nil, err
+		return err
 	}
-	if err := c.waitReady(ctx); err != nil {
-		return nil, err
+	return c.waitReady(ctx)
+}
+
+// reuse takes the port of the server running in the data directory, which
+// must be port unless that is 0, and waits until it accepts connections.
+func (c *Cluster) reuse(ctx context.Context, port int) error {
+	running, err := c.runningPort()
+	if err != nil {
+		return err
 	}
-	return c, nil
+	if port != 0 && port != running {
+		return fmt.Errorf("starting PostgreSQL cluster: the cluster in %s is already running on port %d, not %d", c.dir, running, port)
+	}
+	c.port = running
+	c.logger.InfoContext(ctx, "reusing running PostgreSQL cluster", "port", running, "owner", c.Owner())
+	return c.waitReady(ctx)
 }
 
 // URL returns a postgres:// URL for the superuser postgres and the database
@@ -218,22 +248,29 @@ func (c *Cluster) Dir() string {
 }
 
 // Stop shuts the server down with pg_ctl's fast mode, which rolls back open
-// transactions and disconnects every client, and waits until it has exited.
-// It stops the server even when Start reused one that was already running.
-// Stopping a cluster that is not running does nothing.
+// transactions and disconnects every client, waits until it has exited,
+// and gives up the ownership of the data directory. Only the owner stops
+// the server (see Owner), whether Start started it or found it running
+// without a live owner; Stop on a guest, or on a Cluster already stopped,
+// does nothing. Stopping a server that is not running does nothing either.
 func (c *Cluster) Stop(ctx context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.lock == nil {
+		return nil
+	}
 	running, err := c.running(ctx)
 	if err != nil {
 		return err
 	}
-	if !running {
-		return nil
+	if running {
+		start := time.Now()
+		if out, err := c.run(ctx, c.bins.pgCtl, "stop", "-D", c.dir, "-m", "fast", "-w"); err != nil {
+			return fmt.Errorf("stopping PostgreSQL cluster in %s: %w: %s", c.dir, err, out)
+		}
+		c.logger.InfoContext(ctx, "stopped PostgreSQL cluster", "port", c.port, "took", time.Since(start))
 	}
-	start := time.Now()
-	if out, err := c.run(ctx, c.bins.pgCtl, "stop", "-D", c.dir, "-m", "fast", "-w"); err != nil {
-		return fmt.Errorf("stopping PostgreSQL cluster in %s: %w: %s", c.dir, err, out)
-	}
-	c.logger.InfoContext(ctx, "stopped PostgreSQL cluster", "port", c.port, "took", time.Since(start))
+	c.releaseLocked()
 	return nil
 }
 

@@ -73,17 +73,30 @@ func TestStartStopAndReuse(t *testing.T) {
 	require.Contains(t, first.URL(), "/postgres?sslmode=disable")
 	selectOne(t, ctx, first.URL())
 
-	// A second Start while the first server runs reuses it, port and all.
-	again := startCluster(t, ctx, dir)
+	require.True(t, first.Owner())
+
+	// A second Start while the first owns the directory is refused, or,
+	// with Share, reuses the server, port and all, as a guest.
+	_, err := pgcluster.Start(ctx, pgcluster.Options{Dir: dir, Fast: true})
+	require.ErrorIs(t, err, pgcluster.ErrInUse)
+	again, err := pgcluster.Start(ctx, pgcluster.Options{Dir: dir, Fast: true, Share: true})
+	require.NoError(t, err)
+	require.False(t, again.Owner())
 	require.Equal(t, first.Port(), again.Port())
 	require.Equal(t, first.URL(), again.URL())
 
 	// A port other than the running server's is refused.
-	_, err := pgcluster.Start(ctx, pgcluster.Options{Dir: dir, Port: first.Port() + 1, Fast: true})
+	_, err = pgcluster.Start(ctx, pgcluster.Options{Dir: dir, Port: first.Port() + 1, Fast: true, Share: true})
 	require.ErrorContains(t, err, "already running")
 
+	// The guest neither stops the server nor may kill it; the owner stops it.
+	require.NoError(t, again.Stop(ctx))
+	selectOne(t, ctx, first.URL())
+	require.Error(t, again.StopImmediate(ctx))
+	selectOne(t, ctx, first.URL())
 	require.NoError(t, first.Stop(ctx))
-	require.NoError(t, again.Stop(ctx), "stopping a stopped cluster does nothing")
+	require.False(t, first.Owner(), "Stop gives the ownership up")
+	require.NoError(t, first.Stop(ctx), "stopping a stopped cluster does nothing")
 	conn, err := pgx.Connect(ctx, first.URL())
 	if err == nil {
 		conn.Close(ctx)

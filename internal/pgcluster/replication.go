@@ -142,8 +142,12 @@ func (c *Cluster) inRecovery(ctx context.Context) (bool, error) {
 // immediate ends every server process at once, without a checkpoint and
 // without waiting for clients, so the next start replays the WAL. It waits
 // until the server has exited. Stopping a cluster that is not running does
-// nothing.
+// nothing. Only the owner may (see Owner), and it stays the owner, so that
+// it can start the server again (Start with Options.Share) and stop it.
 func (c *Cluster) StopImmediate(ctx context.Context) error {
+	if !c.Owner() {
+		return fmt.Errorf("stopping PostgreSQL cluster in %s immediately: this Cluster does not own it", c.dir)
+	}
 	running, err := c.running(ctx)
 	if err != nil {
 		return err
