@@ -2,8 +2,11 @@
 
 .PHONY: run test vet check-generated generate build bench bench-peers lint-openapi
 
-run:
-	go run ./cmd/baton dev
+# `make run` builds bin/baton and runs `baton dev` rather than `go run`,
+# which exits 1 whenever it is interrupted: Ctrl-C stops baton dev cleanly,
+# with status 0, and so does make.
+run: build
+	./bin/baton dev
 
 test: vet check-generated
 	go test -race -count=1 -timeout 15m ./...

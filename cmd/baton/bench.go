@@ -68,7 +68,7 @@ type benchReport struct {
 func cmdBench(ctx context.Context, args []string, stdout io.Writer) error {
 	var c benchConfig
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	fs.StringVar(&c.databaseURL, "database-url", os.Getenv("DATABASE_URL"), "PostgreSQL server to measure on (DATABASE_URL); the bench creates a database of its own there. Unset: a private cluster")
+	fs.StringVar(&c.databaseURL, "database-url", "", "PostgreSQL server to measure on (DATABASE_URL); the bench creates a database of its own there. Unset: a private cluster")
 	fs.StringVar(&c.dataDir, "data-dir", filepath.Join(os.TempDir(), "baton-bench"), "data directory of the private PostgreSQL cluster (used when DATABASE_URL is unset)")
 	fs.DurationVar(&c.duration, "duration", 10*time.Second, "how long each figure is measured")
 	fs.DurationVar(&c.warmup, "warmup", time.Second, "how long each figure runs before it is measured")
@@ -82,7 +82,7 @@ func cmdBench(ctx context.Context, args []string, stdout io.Writer) error {
 	fs.BoolVar(&c.keep, "keep", false, "keep the bench database instead of dropping it")
 	fs.BoolVar(&c.jsonOut, "json", false, "print JSON instead of a table")
 	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a Go CPU profile of the Baton figure (b) to this file")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, envFlag{"database-url", "DATABASE_URL"}); err != nil {
 		return err
 	}
 	for _, f := range strings.Split(*conc, ",") {
@@ -94,6 +94,9 @@ func cmdBench(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	if c.duration <= 0 || c.warmup < 0 || c.chains <= 0 || c.commitClients <= 0 || c.maxConns <= 0 {
 		return errors.New("--duration, --chains, --commit-clients and --max-conns must be positive and --warmup not negative")
+	}
+	if c.workers < 0 || c.fetchCooldown < 0 || c.fetchPoll < 0 {
+		return errors.New("--workers, --fetch-cooldown and --fetch-poll-interval must not be negative (0 takes Baton's default)")
 	}
 	if c.fetchCooldown == 0 {
 		c.fetchCooldown = jobs.DefaultFetchCooldown

@@ -63,16 +63,18 @@ func (c *timedChannel) count() int {
 // scratch database, and prints the thread's timeline and the execution tree.
 func cmdDemo(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
-	databaseURL := fs.String("database-url", os.Getenv("DATABASE_URL"), "PostgreSQL server to use (DATABASE_URL); a scratch database is created and dropped on it")
-	dataDir := fs.String("data-dir", filepath.Join(os.TempDir(), "baton-dev"), "data directory of the private PostgreSQL cluster (used when DATABASE_URL is unset)")
-	if err := fs.Parse(args); err != nil {
+	databaseURL := fs.String("database-url", "", "PostgreSQL server to use (DATABASE_URL); a scratch database is created and dropped on it")
+	dataDir := fs.String("data-dir", filepath.Join(os.TempDir(), "baton-dev"), "data directory of the private PostgreSQL cluster (used when DATABASE_URL is unset); a cluster baton dev runs there is used and left running")
+	if err := parseFlags(fs, args, envFlag{"database-url", "DATABASE_URL"}); err != nil {
 		return err
 	}
 	say := func(format string, a ...any) { fmt.Fprintf(stdout, format+"\n", a...) }
 	serverURL := *databaseURL
 	if serverURL == "" {
-		say("DATABASE_URL is unset: starting a private PostgreSQL cluster in %s", *dataDir)
-		cluster, err := pgcluster.Start(ctx, pgcluster.Options{Dir: *dataDir})
+		say("DATABASE_URL is unset: using the private PostgreSQL cluster in %s", *dataDir)
+		// Share: a cluster baton dev owns is used as it is; Stop stops only
+		// a cluster the demo started.
+		cluster, err := pgcluster.Start(ctx, pgcluster.Options{Dir: *dataDir, Share: true})
 		if err != nil {
 			return fmt.Errorf("starting the private PostgreSQL cluster: %w", err)
 		}

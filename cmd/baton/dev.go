@@ -6,13 +6,13 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/batonrun/baton/db"
 	"github.com/batonrun/baton/engine"
@@ -28,36 +28,30 @@ const devTenant = "dev"
 func cmdDev(ctx context.Context, args []string) error {
 	var c serveConfig
 	fs := flag.NewFlagSet("dev", flag.ContinueOnError)
-	c.flags(fs)
+	c.flags(fs, "text")
 	dataDir := fs.String("data-dir", filepath.Join(os.TempDir(), "baton-dev"), "data directory of the private PostgreSQL cluster (used when DATABASE_URL is unset)")
-	if err := fs.Parse(args); err != nil {
+	if err := c.parse(fs, args); err != nil {
 		return err
 	}
-	if c.logFormat == "json" && os.Getenv("BATON_LOG_FORMAT") == "" {
-		c.logFormat = "text"
+	// The address and the cluster are taken before anything else, so that
+	// a second baton dev stops at once and leaves the first one's alone.
+	ln, err := listen(c.addr, "is another `make run` or `baton dev` running? --addr picks another address")
+	if err != nil {
+		return err
 	}
-	logger := newLogger(c.logFormat, c.logLevel)
+	defer ln.Close()
+	c.listener = ln
+	logger := newLogger(c.logFormat.value, c.logLevel.value)
 	if c.databaseURL == "" {
-		fmt.Printf("DATABASE_URL is unset: starting a private PostgreSQL cluster in %s\n", *dataDir)
-		cluster, err := pgcluster.Start(ctx, pgcluster.Options{Dir: *dataDir, Logger: logger})
-		if err != nil {
-			return fmt.Errorf("starting the private PostgreSQL cluster: %w", err)
-		}
-		defer func() {
-			if err := cluster.Stop(context.WithoutCancel(ctx)); err != nil {
-				logger.Warn("stopping the private PostgreSQL cluster", "error", err)
-			}
-		}()
-		url, err := ensureDatabase(ctx, cluster.URL(), "baton")
+		stop, err := devCluster(ctx, &c, *dataDir, logger)
 		if err != nil {
 			return err
 		}
-		c.databaseURL = url
-		fmt.Printf("PostgreSQL is up: %s (data in %s; stopped when baton dev exits)\n", url, cluster.Dir())
+		defer stop()
 	}
-	pool, err := pgxpool.New(ctx, c.databaseURL)
+	pool, err := openPoolURL(ctx, c.databaseURL)
 	if err != nil {
-		return fmt.Errorf("connecting to the database: %w", err)
+		return err
 	}
 	defer pool.Close()
 	if err := db.Migrate(ctx, pool, logger); err != nil {
@@ -86,6 +80,34 @@ Press Ctrl-C to stop.
 `, addr, devTenant, def.WorkflowID)
 	}
 	return serve(ctx, c)
+}
+
+// devCluster starts the private PostgreSQL cluster in dataDir, which this
+// process then owns, and points c at its database baton. A cluster another
+// live process owns there (another baton dev, or baton demo) is an error:
+// it would be stopped under this one when its owner exits. The function
+// returned stops the cluster.
+func devCluster(ctx context.Context, c *serveConfig, dataDir string, logger *slog.Logger) (stop func(), err error) {
+	cluster, err := pgcluster.Start(ctx, pgcluster.Options{Dir: dataDir, Logger: logger})
+	if errors.Is(err, pgcluster.ErrInUse) {
+		return nil, fmt.Errorf("the private PostgreSQL cluster in %s is in use by another process (is another `make run`, `baton dev` or `baton demo` running? --data-dir picks another directory)", dataDir)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("starting the private PostgreSQL cluster: %w", err)
+	}
+	stop = func() {
+		if err := cluster.Stop(context.WithoutCancel(ctx)); err != nil {
+			logger.Warn("stopping the private PostgreSQL cluster", "error", err)
+		}
+	}
+	url, err := ensureDatabase(ctx, cluster.URL(), "baton")
+	if err != nil {
+		stop()
+		return nil, err
+	}
+	c.databaseURL = url
+	fmt.Printf("PostgreSQL is up: %s (DATABASE_URL is unset: a private cluster, data in %s; stopped when baton dev exits)\n", url, cluster.Dir())
+	return stop, nil
 }
 
 // ensureDatabase creates the named database on the server if it is missing

@@ -17,10 +17,26 @@ func main() {
 		if errors.Is(err, flag.ErrHelp) {
 			os.Exit(0)
 		}
-		fmt.Fprintln(os.Stderr, "baton:", err)
+		var ce *commandError
+		if errors.As(err, &ce) {
+			fmt.Fprintf(os.Stderr, "baton %s: %v\n", ce.command, ce.err)
+		} else {
+			fmt.Fprintln(os.Stderr, "baton:", err)
+		}
 		os.Exit(1)
 	}
 }
+
+// commandError is the error a command failed with, printed after the
+// command's name.
+type commandError struct {
+	command string
+	err     error
+}
+
+func (e *commandError) Error() string { return e.command + ": " + e.err.Error() }
+
+func (e *commandError) Unwrap() error { return e.err }
 
 const usage = `usage: baton <command> [flags]
 
@@ -40,6 +56,13 @@ func run(ctx context.Context, args []string) error {
 		fmt.Fprintln(os.Stderr, usage)
 		return fmt.Errorf("no command given")
 	}
+	if err := runCommand(ctx, args); err != nil {
+		return &commandError{command: args[0], err: err}
+	}
+	return nil
+}
+
+func runCommand(ctx context.Context, args []string) error {
 	switch args[0] {
 	case "serve":
 		return cmdServe(ctx, args[1:])
@@ -58,8 +81,7 @@ func run(ctx context.Context, args []string) error {
 	case "help", "-h", "--help":
 		fmt.Println(usage)
 		return nil
-	default:
-		fmt.Fprintln(os.Stderr, usage)
-		return fmt.Errorf("unknown command %q", args[0])
 	}
+	fmt.Fprintln(os.Stderr, usage)
+	return fmt.Errorf("unknown command")
 }

@@ -22,15 +22,26 @@ import (
 	"github.com/batonrun/baton/internal/pgtest"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+// TestMain runs the tests, then removes the baton binary they built.
+func TestMain(m *testing.M) {
+	code := pgtest.Run(m)
+	if binDir != "" {
+		if err := os.RemoveAll(binDir); err != nil {
+			fmt.Fprintf(os.Stderr, "removing the test binary: %v\n", err)
+		}
+	}
+	os.Exit(code)
+}
 
 var (
 	buildOnce sync.Once
+	binDir    string // removed by TestMain
 	binPath   string
 	buildErr  error
 )
 
-// binary builds the baton command once per test run.
+// binary builds the baton command once per test run, into a directory
+// TestMain removes.
 func binary(t *testing.T) string {
 	t.Helper()
 	buildOnce.Do(func() {
@@ -39,6 +50,7 @@ func binary(t *testing.T) string {
 			buildErr = err
 			return
 		}
+		binDir = dir
 		binPath = filepath.Join(dir, "baton")
 		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
 		if err != nil {

@@ -15,7 +15,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/batonrun/baton/db"
 	"github.com/batonrun/baton/db/dbsqlc"
 )
 
@@ -28,8 +27,8 @@ const defaultWatchInterval = 2 * time.Second
 const clearScreen = "\033[H\033[2J"
 
 // watchFlag is --watch: a boolean flag ("--watch") that also takes an
-// interval ("--watch=5s", or "--watch 5s", which cmdMonitor reads from the
-// first argument left after parsing).
+// interval ("--watch=5s", or "--watch 5s", which joinWatchInterval turns
+// into the former).
 type watchFlag struct {
 	on       bool
 	interval time.Duration
@@ -69,23 +68,13 @@ type monitorOptions struct {
 func cmdMonitor(ctx context.Context, args []string) error {
 	opts := monitorOptions{watch: watchFlag{interval: defaultWatchInterval}}
 	fs := flag.NewFlagSet("monitor", flag.ContinueOnError)
-	fs.StringVar(&opts.databaseURL, "database-url", os.Getenv("DATABASE_URL"), "PostgreSQL connection string (DATABASE_URL)")
+	fs.StringVar(&opts.databaseURL, "database-url", "", "PostgreSQL connection string (DATABASE_URL)")
 	fs.StringVar(&opts.tenant, "tenant", "", "show only this tenant (default: all tenants)")
 	fs.IntVar(&opts.limit, "limit", 20, "rows shown per list (totals always count every row)")
 	fs.BoolVar(&opts.json, "json", false, "print one JSON object (one per line with --watch) instead of tables")
 	fs.Var(&opts.watch, "watch", "refresh until interrupted, every 2s or the interval given (--watch 5s)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, joinWatchInterval(args), envFlag{"database-url", "DATABASE_URL"}); err != nil {
 		return err
-	}
-	rest := fs.Args()
-	if opts.watch.on && len(rest) > 0 {
-		if err := opts.watch.Set(rest[0]); err != nil {
-			return fmt.Errorf("--watch: %w", err)
-		}
-		rest = rest[1:]
-	}
-	if len(rest) > 0 {
-		return fmt.Errorf("unexpected arguments: %s", strings.Join(rest, " "))
 	}
 	if opts.databaseURL == "" {
 		return errors.New("DATABASE_URL is not set")
@@ -98,15 +87,36 @@ func cmdMonitor(ctx context.Context, args []string) error {
 		return fmt.Errorf("parsing DATABASE_URL: %w", err)
 	}
 	poolCfg.MaxConns = 2
-	pool, err := pgxpool.NewWithConfig(ctx, poolCfg)
+	pool, err := openPool(ctx, poolCfg)
 	if err != nil {
-		return fmt.Errorf("connecting to the database: %w", err)
+		return err
 	}
 	defer pool.Close()
-	if err := db.CheckMigrated(ctx, pool); err != nil {
-		return fmt.Errorf("%w: run \"baton migrate\" first", err)
+	if err := checkMigrated(ctx, pool); err != nil {
+		return err
 	}
 	return runMonitor(ctx, pool, opts, os.Stdout)
+}
+
+// joinWatchInterval rewrites "--watch 5s" as "--watch=5s", so that the
+// flag parser, for which --watch alone is a boolean, reads the interval with
+// it wherever it stands among the flags. The monitor takes no argument that
+// is not a flag, so a word after --watch can only be its interval.
+func joinWatchInterval(args []string) []string {
+	out := make([]string, 0, len(args))
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			return append(out, args[i:]...)
+		}
+		if (a == "--watch" || a == "-watch") && i+1 < len(args) && !strings.HasPrefix(args[i+1], "-") {
+			out = append(out, a+"="+args[i+1])
+			i++
+			continue
+		}
+		out = append(out, a)
+	}
+	return out
 }
 
 // runMonitor prints one frame, or with --watch a frame every interval until

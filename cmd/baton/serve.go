@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -34,14 +35,17 @@ type serveConfig struct {
 	jwtSecret   string
 	insecure    bool
 	migrate     bool
-	logFormat   string
-	logLevel    string
+	logFormat   choiceFlag
+	logLevel    choiceFlag
 	rescueAfter time.Duration
 	// configPath is the config file (BATON_CONFIG); empty means defaults.
 	configPath string
 	// lockTimeout overrides the file's locks.timeout when set (flag, else
 	// BATON_LOCK_TIMEOUT).
-	lockTimeout time.Duration
+	lockTimeout positiveDuration
+	// listener, when set, is the address already bound to serve on (dev
+	// binds it before it starts anything); serve binds addr otherwise.
+	listener net.Listener
 	// ready is called with the listening address once the server accepts
 	// connections.
 	ready func(addr string)
@@ -64,8 +68,8 @@ func (c *serveConfig) loadConfig() (*config.Config, error) {
 			return nil, err
 		}
 	}
-	if c.lockTimeout > 0 {
-		file.Locks.Timeout = config.Duration(c.lockTimeout)
+	if c.lockTimeout.d > 0 {
+		file.Locks.Timeout = config.Duration(c.lockTimeout.d)
 	}
 	return file, nil
 }
@@ -77,24 +81,45 @@ func envOr(key, fallback string) string {
 	return fallback
 }
 
-func (c *serveConfig) flags(fs *flag.FlagSet) {
-	fs.StringVar(&c.addr, "addr", envOr("BATON_ADDR", "127.0.0.1:8080"), "listen address (BATON_ADDR)")
-	fs.StringVar(&c.databaseURL, "database-url", os.Getenv("DATABASE_URL"), "PostgreSQL connection string (DATABASE_URL)")
-	fs.StringVar(&c.logFormat, "log-format", envOr("BATON_LOG_FORMAT", "json"), "log format: json or text (BATON_LOG_FORMAT)")
-	fs.StringVar(&c.logLevel, "log-level", envOr("BATON_LOG_LEVEL", "info"), "log level: debug, info, warn, error (BATON_LOG_LEVEL)")
-	fs.StringVar(&c.configPath, "config", os.Getenv("BATON_CONFIG"), "config file, JSON5 (BATON_CONFIG)")
-	lockDefault, _ := time.ParseDuration(os.Getenv("BATON_LOCK_TIMEOUT"))
-	fs.DurationVar(&c.lockTimeout, "lock-timeout", lockDefault, "stale-lock age; overrides the config file's locks.timeout (BATON_LOCK_TIMEOUT)")
+// flags declares the flags serve and dev share; logFormat is the default
+// log format.
+func (c *serveConfig) flags(fs *flag.FlagSet, logFormat string) {
+	c.logFormat = *newChoice(logFormat, "json", "text")
+	c.logLevel = *newChoice("info", "debug", "info", "warn", "error")
+	fs.StringVar(&c.addr, "addr", "127.0.0.1:8080", "listen address (BATON_ADDR)")
+	fs.StringVar(&c.databaseURL, "database-url", "", "PostgreSQL connection string (DATABASE_URL)")
+	fs.Var(&c.logFormat, "log-format", "log `format`: json or text (BATON_LOG_FORMAT)")
+	fs.Var(&c.logLevel, "log-level", "log `level`: debug, info, warn, error (BATON_LOG_LEVEL)")
+	fs.StringVar(&c.configPath, "config", "", "config file, JSON5 (BATON_CONFIG)")
+	fs.Var(&c.lockTimeout, "lock-timeout", "stale-lock age, a `duration` such as 10m; overrides the config file's locks.timeout (BATON_LOCK_TIMEOUT)")
 	fs.DurationVar(&c.rescueAfter, "rescue-after", jobs.DefaultRescueStuckJobsAfter, "how long a running step of a live but stuck process may go before River hands it to another worker (must be over 60s); a dead process's steps are handed back within seconds by the process sweep")
+}
+
+// serveEnv are the environment variables behind the flags of serve and dev.
+var serveEnv = []envFlag{
+	{"addr", "BATON_ADDR"}, {"database-url", "DATABASE_URL"}, {"log-format", "BATON_LOG_FORMAT"},
+	{"log-level", "BATON_LOG_LEVEL"}, {"config", "BATON_CONFIG"}, {"lock-timeout", "BATON_LOCK_TIMEOUT"},
+}
+
+// parse parses serve's or dev's flags and the environment behind them, and
+// checks what the flags' own parsers cannot.
+func (c *serveConfig) parse(fs *flag.FlagSet, args []string) error {
+	if err := parseFlags(fs, args, serveEnv...); err != nil {
+		return err
+	}
+	if c.rescueAfter <= jobs.StepTimeout {
+		return fmt.Errorf("--rescue-after %s: must be over the step timeout (%s)", c.rescueAfter, jobs.StepTimeout)
+	}
+	return nil
 }
 
 func cmdServe(ctx context.Context, args []string) error {
 	var c serveConfig
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	c.flags(fs)
+	c.flags(fs, "json")
 	fs.BoolVar(&c.insecure, "insecure-no-auth", false, "serve without authentication (X-Tenant-ID alone names the tenant); never in production")
 	fs.BoolVar(&c.migrate, "migrate", false, "apply migrations before serving")
-	if err := fs.Parse(args); err != nil {
+	if err := c.parse(fs, args); err != nil {
 		return err
 	}
 	c.jwtSecret = os.Getenv("BATON_JWT_SECRET")
@@ -111,6 +136,8 @@ func cmdServe(ctx context.Context, args []string) error {
 	return serve(ctx, c)
 }
 
+// newLogger returns the logger of a format and level checked by their
+// flags (choiceFlag): an unknown level would be info.
 func newLogger(format, level string) *slog.Logger {
 	var lv slog.Level
 	if err := lv.UnmarshalText([]byte(level)); err != nil {
@@ -125,9 +152,19 @@ func newLogger(format, level string) *slog.Logger {
 	return slog.New(slog.NewJSONHandler(os.Stderr, opts))
 }
 
-// serve runs the API and the workers until ctx ends.
+// serve runs the API and the workers until ctx ends. It binds its address
+// before anything else, so that a busy port stops it before it starts any
+// worker.
 func serve(ctx context.Context, c serveConfig) error {
-	logger := newLogger(c.logFormat, c.logLevel)
+	logger := newLogger(c.logFormat.value, c.logLevel.value)
+	ln := c.listener
+	if ln == nil {
+		var err error
+		if ln, err = listen(c.addr, "BATON_ADDR or --addr picks another address"); err != nil {
+			return err
+		}
+	}
+	defer ln.Close()
 	file, err := c.loadConfig()
 	if err != nil {
 		return err
@@ -142,18 +179,9 @@ func serve(ctx context.Context, c serveConfig) error {
 	if err != nil {
 		return err
 	}
-	poolCfg, err := pgxpool.ParseConfig(c.databaseURL)
+	pool, err := servePool(ctx, c.databaseURL)
 	if err != nil {
-		return fmt.Errorf("parsing DATABASE_URL: %w", err)
-	}
-	if !strings.Contains(c.databaseURL, "pool_max_conns") {
-		// River's workers, the HTTP handlers and the listener share this
-		// pool; pgxpool's default (max(4, cores)) starves them.
-		poolCfg.MaxConns = defaultPoolSize
-	}
-	pool, err := pgxpool.NewWithConfig(ctx, poolCfg)
-	if err != nil {
-		return fmt.Errorf("connecting to the database: %w", err)
+		return err
 	}
 	defer pool.Close()
 	if c.migrate {
@@ -161,8 +189,8 @@ func serve(ctx context.Context, c serveConfig) error {
 			return err
 		}
 	}
-	if err := db.CheckMigrated(ctx, pool); err != nil {
-		return fmt.Errorf("%w: run \"baton migrate\" first", err)
+	if err := checkMigrated(ctx, pool); err != nil {
+		return err
 	}
 	tools := engine.NewTools()
 	if err := file.RegisterTools(tools); err != nil {
@@ -220,10 +248,6 @@ func serve(ctx context.Context, c serveConfig) error {
 	defer eng.DeliverPromptly(jobs.DefaultWorkers)() // after River's client has stopped
 	hub.Start()
 	defer hub.Stop() // after Shutdown: ends the WebSocket streams it left open
-	ln, err := net.Listen("tcp", c.addr)
-	if err != nil {
-		return fmt.Errorf("listening on %s: %w", c.addr, err)
-	}
 	srv := newHTTPServer(api.Handler(), file.HTTP)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
@@ -249,6 +273,20 @@ func serve(ctx context.Context, c serveConfig) error {
 	return nil
 }
 
+// servePool connects to the database with the pool size serve needs.
+func servePool(ctx context.Context, databaseURL string) (*pgxpool.Pool, error) {
+	poolCfg, err := pgxpool.ParseConfig(databaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("parsing DATABASE_URL: %w", err)
+	}
+	if !strings.Contains(databaseURL, "pool_max_conns") {
+		// River's workers, the HTTP handlers and the listener share this
+		// pool; pgxpool's default (max(4, cores)) starves them.
+		poolCfg.MaxConns = defaultPoolSize
+	}
+	return openPool(ctx, poolCfg)
+}
+
 // newHTTPServer is the API's server with the config's timeouts: a whole
 // request must be read within ReadTimeout (its headers within 10 s), its
 // answer written within WriteTimeout, and an idle keep-alive connection is
@@ -267,16 +305,16 @@ func newHTTPServer(h http.Handler, c config.HTTP) *http.Server {
 
 func cmdMigrate(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
-	databaseURL := fs.String("database-url", os.Getenv("DATABASE_URL"), "PostgreSQL connection string (DATABASE_URL)")
-	if err := fs.Parse(args); err != nil {
+	databaseURL := fs.String("database-url", "", "PostgreSQL connection string (DATABASE_URL)")
+	if err := parseFlags(fs, args, envFlag{"database-url", "DATABASE_URL"}); err != nil {
 		return err
 	}
 	if *databaseURL == "" {
 		return errors.New("DATABASE_URL is not set")
 	}
-	pool, err := pgxpool.New(ctx, *databaseURL)
+	pool, err := openPoolURL(ctx, *databaseURL)
 	if err != nil {
-		return fmt.Errorf("connecting to the database: %w", err)
+		return err
 	}
 	defer pool.Close()
 	logger := newLogger("text", "info")
@@ -287,16 +325,28 @@ func cmdMigrate(ctx context.Context, args []string) error {
 	return nil
 }
 
+// tokenScopes are the scopes baton token accepts.
+var tokenScopes = []string{httpapi.ScopeWorkflowsRead, httpapi.ScopeWorkflowsWrite, httpapi.ScopeMonitorRead, httpapi.ScopeMonitorWrite}
+
 func cmdToken(args []string) error {
 	fs := flag.NewFlagSet("token", flag.ContinueOnError)
 	tenant := fs.String("tenant", "", "tenant the token is for (required)")
 	subject := fs.String("sub", "baton-cli", "subject of the token")
 	scope := fs.String("scope", "", `space-separated scopes (default "workflows:read workflows:write")`)
 	ttl := fs.Duration("ttl", 24*time.Hour, "how long the token is valid (baton serve refuses more than auth.maxTokenLifetime, default 720h)")
-	aud := fs.String("aud", os.Getenv("BATON_JWT_AUDIENCE"), "the token's aud claim (BATON_JWT_AUDIENCE)")
-	iss := fs.String("iss", os.Getenv("BATON_JWT_ISSUER"), "the token's iss claim (BATON_JWT_ISSUER)")
-	if err := fs.Parse(args); err != nil {
+	aud := fs.String("aud", "", "the token's aud claim (BATON_JWT_AUDIENCE)")
+	iss := fs.String("iss", "", "the token's iss claim (BATON_JWT_ISSUER)")
+	if err := parseFlags(fs, args, envFlag{"aud", "BATON_JWT_AUDIENCE"}, envFlag{"iss", "BATON_JWT_ISSUER"}); err != nil {
 		return err
+	}
+	if *ttl <= 0 {
+		return fmt.Errorf("--ttl %s: must be positive", *ttl)
+	}
+	scopes := splitFields(*scope)
+	for _, s := range scopes {
+		if !slices.Contains(tokenScopes, s) {
+			return fmt.Errorf("--scope: unknown scope %q (known: %s)", s, strings.Join(tokenScopes, " "))
+		}
 	}
 	secret := os.Getenv("BATON_JWT_SECRET")
 	if secret == "" {
@@ -307,10 +357,6 @@ func cmdToken(args []string) error {
 	}
 	if *ttl > httpapi.DefaultMaxTokenLifetime {
 		fmt.Fprintf(os.Stderr, "warning: --ttl %s is over the %s baton serve accepts unless auth.maxTokenLifetime is raised\n", *ttl, httpapi.DefaultMaxTokenLifetime)
-	}
-	var scopes []string
-	if *scope != "" {
-		scopes = splitFields(*scope)
 	}
 	var opts []httpapi.TokenOption
 	if *aud != "" {

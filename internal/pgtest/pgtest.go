@@ -98,6 +98,12 @@ func Main(m *testing.M) {
 	os.Exit(run(m))
 }
 
+// Run is Main without the exit: it returns the exit code, so that a TestMain
+// can remove what its tests left behind before it exits with it.
+func Run(m *testing.M) int {
+	return run(m)
+}
+
 // run is Main without the exit, so that its deferred cleanup runs.
 func run(m *testing.M) int {
 	if !flag.Parsed() {
