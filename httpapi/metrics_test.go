@@ -78,10 +78,42 @@ func TestMetricsAfterRuns(t *testing.T) {
 		require.Contains(t, out, line, "metrics:\n%s", workflowLines(out))
 	}
 	require.NotContains(t, out, `step_id="call",workflow_id="m-broken"`, "a failed node is not a finished step")
-	require.NotContains(t, out, "workflow_active_executions{", "no run is live any more")
+	for _, status := range []string{"pending", "running", "waiting"} {
+		require.Contains(t, out, fmt.Sprintf(`workflow_active_executions{action="execute",domain="workflow",status=%q,tenant_id=%q} 0`, status, tenant),
+			"no run is live any more: each status shows 0")
+	}
 	require.Contains(t, out, `baton_lane_running{lane="main"} 0`)
 	require.Contains(t, out, "baton_outbound_pending 0")
 	require.NotContains(t, out, good.ExecutionID)
+}
+
+// A timer waiting for its time is not queued work: workflow_queue_depth
+// counts only the jobs that are due, whether River holds the timer as
+// scheduled or, a few seconds ahead of its time, as available.
+func TestQueueDepthLeavesFutureTimersOut(t *testing.T) {
+	t.Parallel()
+	p := newProcess(t, pgtest.NewDatabase(t), processOpts{})
+	tenant := fmt.Sprintf("metrics-%d", tenantSeq.Add(1))
+	p.define(t, tenant, `{"workflow_id":"m-wait","name":"M","version":"1.0.0","nodes":[
+	 {"id":"start","type":"start","next":"wait"},
+	 {"id":"wait","type":"action","actionType":"wait_for_event","parameters":{"event_id":"ev","timeout":"1h"},"next":"end"},
+	 {"id":"end","type":"end"}]}`)
+	x := p.start(t, engine.StartParams{TenantID: tenant, WorkflowID: "m-wait"})
+	step(t, p, x.ID, 1) // start, then the wait: its timer is due in an hour
+	var timers, steps int
+	require.NoError(t, p.pool.QueryRow(context.Background(), `
+		SELECT count(*) FILTER (WHERE kind = 'execution.wait_timeout' AND scheduled_at > now() + interval '50 minutes'),
+		       count(*) FILTER (WHERE kind = 'execution.step')
+		FROM river_job`).Scan(&timers, &steps))
+	require.Equal(t, 1, timers)
+	// The step jobs are due, and never completed: the test runs steps
+	// directly.
+	want := fmt.Sprintf(`workflow_queue_depth{action="queue",domain="workflow",queue="high"} %d`, steps)
+	require.Contains(t, scrape(t, p), want, "as inserted")
+	_, err := p.pool.Exec(context.Background(), `UPDATE river_job SET state = 'available' WHERE kind = 'execution.wait_timeout'`)
+	require.NoError(t, err)
+	require.Contains(t, scrape(t, p), want, "made available ahead of its time")
+	require.Contains(t, scrape(t, p), fmt.Sprintf(`workflow_active_executions{action="execute",domain="workflow",status="waiting",tenant_id=%q} 1`, tenant))
 }
 
 // step runs an execution's current step as attempt attempt of its job.

@@ -10,10 +10,15 @@
 //     (workflow.execute.step_failed → workflow, execute).
 //   - workflow_retry_count (counter; domain, action, workflow_id, step_id):
 //     steps run again after a failed attempt.
-//   - workflow_queue_depth (gauge; domain, action, queue): River jobs ready to
-//     run and not yet taken, read from river_job at scrape time.
+//   - workflow_queue_depth (gauge; domain, action, queue): River jobs due
+//     (scheduled_at passed) and not yet taken, read from river_job at scrape
+//     time; a timer waiting for its time is not counted, and the queues high,
+//     medium and low show even when empty.
 //   - workflow_active_executions (gauge; domain, action, tenant_id, status):
-//     pending, running and waiting executions, read at scrape time.
+//     pending, running and waiting executions, read at scrape time, with a
+//     series for each of the three statuses of every tenant that has stored
+//     a workflow definition (0 when it has none live), so that dashboards and
+//     absent() alerts see zeros rather than no series.
 //
 // plus baton_thread_locks_held (tenant_id), baton_outbound_pending and the
 // lanes' baton_lane_limit, baton_lane_running and baton_lane_pending

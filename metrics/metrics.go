@@ -140,9 +140,9 @@ type gauges struct {
 
 var (
 	queueDepthDesc = prometheus.NewDesc("workflow_queue_depth",
-		"River jobs ready to run and not yet taken, by queue.", []string{"domain", "action", "queue"}, nil)
+		"River jobs due and not yet taken, by queue.", []string{"domain", "action", "queue"}, nil)
 	activeDesc = prometheus.NewDesc("workflow_active_executions",
-		"Pending, running and waiting executions, by tenant and status.", []string{"domain", "action", "tenant_id", "status"}, nil)
+		"Pending, running and waiting executions, by tenant and status; 0 for a tenant with stored definitions and none.", []string{"domain", "action", "tenant_id", "status"}, nil)
 	locksDesc = prometheus.NewDesc("baton_thread_locks_held",
 		"Threads whose lock an execution holds, by tenant.", []string{"tenant_id"}, nil)
 	outboxDesc = prometheus.NewDesc("baton_outbound_pending",

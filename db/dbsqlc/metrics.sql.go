@@ -10,11 +10,21 @@ import (
 )
 
 const metricsActiveExecutions = `-- name: MetricsActiveExecutions :many
-SELECT tenant_id, status::text AS status, count(*)::bigint AS executions
-FROM agent_execution
-WHERE status IN ('pending', 'running', 'waiting')
-GROUP BY tenant_id, status
-ORDER BY tenant_id, status
+WITH live AS (
+    SELECT tenant_id, status, count(*)::bigint AS executions
+    FROM agent_execution
+    WHERE status IN ('pending', 'running', 'waiting')
+    GROUP BY tenant_id, status
+), tenants AS (
+    SELECT DISTINCT tenant_id FROM workflow_definition
+    UNION
+    SELECT tenant_id FROM live
+)
+SELECT t.tenant_id, s.status::text AS status, coalesce(l.executions, 0)::bigint AS executions
+FROM tenants t
+CROSS JOIN unnest('{pending,running,waiting}'::execution_status[]) AS s(status)
+LEFT JOIN live l ON l.tenant_id = t.tenant_id AND l.status = s.status
+ORDER BY t.tenant_id, s.status
 `
 
 type MetricsActiveExecutionsRow struct {
@@ -24,7 +34,9 @@ type MetricsActiveExecutionsRow struct {
 }
 
 // Live executions by tenant and status, for the workflow_active_executions
-// gauge.
+// gauge: every live status of every known tenant (one that has stored a
+// definition, or has live executions), 0 when it has none, so that the
+// series exist while nothing runs.
 func (q *Queries) MetricsActiveExecutions(ctx context.Context, db DBTX) ([]*MetricsActiveExecutionsRow, error) {
 	rows, err := db.Query(ctx, metricsActiveExecutions)
 	if err != nil {
@@ -103,8 +115,7 @@ func (q *Queries) MetricsOutboundPending(ctx context.Context, db DBTX) (int64, e
 const metricsQueueDepth = `-- name: MetricsQueueDepth :many
 SELECT queue, count(*)::bigint AS jobs
 FROM river_job
-WHERE state = 'available'
-   OR (state IN ('scheduled', 'retryable') AND scheduled_at <= now())
+WHERE state IN ('available', 'scheduled', 'retryable') AND scheduled_at <= now()
 GROUP BY queue
 ORDER BY queue
 `
@@ -114,8 +125,10 @@ type MetricsQueueDepthRow struct {
 	Jobs  int64
 }
 
-// River jobs ready to run and not yet taken, by queue, for the
-// workflow_queue_depth gauge.
+// River jobs due and not yet taken, by queue, for the workflow_queue_depth
+// gauge. A job made available before it is due (timers a few seconds ahead,
+// River's scheduler one interval ahead) waits for its time, not for a
+// worker, and is not counted until then.
 func (q *Queries) MetricsQueueDepth(ctx context.Context, db DBTX) ([]*MetricsQueueDepthRow, error) {
 	rows, err := db.Query(ctx, metricsQueueDepth)
 	if err != nil {

@@ -1,19 +1,32 @@
 -- name: MetricsActiveExecutions :many
 -- Live executions by tenant and status, for the workflow_active_executions
--- gauge.
-SELECT tenant_id, status::text AS status, count(*)::bigint AS executions
-FROM agent_execution
-WHERE status IN ('pending', 'running', 'waiting')
-GROUP BY tenant_id, status
-ORDER BY tenant_id, status;
+-- gauge: every live status of every known tenant (one that has stored a
+-- definition, or has live executions), 0 when it has none, so that the
+-- series exist while nothing runs.
+WITH live AS (
+    SELECT tenant_id, status, count(*)::bigint AS executions
+    FROM agent_execution
+    WHERE status IN ('pending', 'running', 'waiting')
+    GROUP BY tenant_id, status
+), tenants AS (
+    SELECT DISTINCT tenant_id FROM workflow_definition
+    UNION
+    SELECT tenant_id FROM live
+)
+SELECT t.tenant_id, s.status::text AS status, coalesce(l.executions, 0)::bigint AS executions
+FROM tenants t
+CROSS JOIN unnest('{pending,running,waiting}'::execution_status[]) AS s(status)
+LEFT JOIN live l ON l.tenant_id = t.tenant_id AND l.status = s.status
+ORDER BY t.tenant_id, s.status;
 
 -- name: MetricsQueueDepth :many
--- River jobs ready to run and not yet taken, by queue, for the
--- workflow_queue_depth gauge.
+-- River jobs due and not yet taken, by queue, for the workflow_queue_depth
+-- gauge. A job made available before it is due (timers a few seconds ahead,
+-- River's scheduler one interval ahead) waits for its time, not for a
+-- worker, and is not counted until then.
 SELECT queue, count(*)::bigint AS jobs
 FROM river_job
-WHERE state = 'available'
-   OR (state IN ('scheduled', 'retryable') AND scheduled_at <= now())
+WHERE state IN ('available', 'scheduled', 'retryable') AND scheduled_at <= now()
 GROUP BY queue
 ORDER BY queue;
 
