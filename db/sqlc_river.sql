@@ -32,3 +32,9 @@ CREATE UNLOGGED TABLE river_leader (
     leader_id  text        NOT NULL,
     name       text        PRIMARY KEY DEFAULT 'default'
 );
+
+-- Timer jobs due soon are made available by TimersPromote
+-- (db/queries/timers.sql), which reads them through River's fetching index
+-- (state, queue, priority, scheduled_at, id).
+ALTER TABLE river_job
+    ADD COLUMN priority smallint NOT NULL DEFAULT 1;

@@ -179,15 +179,27 @@ func BenchmarkResumeLatency(b *testing.B) {
 	}
 }
 
-// BenchmarkTimeoutLateness measures how late 2 s wait timeouts fire: from
+// BenchmarkTimeoutLateness measures how late wait timeouts fire: from
 // waiting_until to the transaction that wrote the timeout's
 // workflow.wait_timeout event. b.N executions enter their wait 10 ms apart.
+// A 2 s timer is inserted available (it is due within jobs.TimerLookahead);
+// an 8 s timer is inserted scheduled and made available ahead of its time
+// by the timers loop every serving process runs (jobs.StartTimers), or by
+// River's scheduler.
 func BenchmarkTimeoutLateness(b *testing.B) {
+	for _, timeout := range []string{"2s", "8s"} {
+		b.Run(timeout, func(b *testing.B) { benchTimeoutLateness(b, timeout) })
+	}
+}
+
+func benchTimeoutLateness(b *testing.B, timeout string) {
 	bb := benchSetup(b, nil)
-	bb.define(b, `{"workflow_id": "late", "version": "1", "nodes": [
+	timers := jobs.StartTimers(context.Background(), bb.pool, jobs.TimersConfig{})
+	b.Cleanup(timers.Stop)
+	bb.define(b, fmt.Sprintf(`{"workflow_id": "late", "version": "1", "nodes": [
 	  {"id": "start", "type": "start", "next": "w"},
-	  {"id": "w", "type": "action", "actionType": "wait_for_event", "parameters": {"event_id": "ev", "timeout": "2s", "onTimeout": "continue"}, "next": "end"},
-	  {"id": "end", "type": "end"}]}`)
+	  {"id": "w", "type": "action", "actionType": "wait_for_event", "parameters": {"event_id": "ev", "timeout": %q, "onTimeout": "continue"}, "next": "end"},
+	  {"id": "end", "type": "end"}]}`, timeout))
 	b.ResetTimer()
 	for i := range b.N {
 		bb.start(b, "late", fmt.Sprintf("l-%d", i), nil)

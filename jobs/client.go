@@ -170,7 +170,7 @@ func RiverConfig(cfg Config, workers *river.Workers) (*river.Config, error) {
 		JobTimeout:           StepTimeout,
 		RescueStuckJobsAfter: cfg.RescueStuckJobsAfter,
 		MaxAttempts:          25,
-		Middleware:           []rivertype.Middleware{&preciseTimers{kinds: map[string]bool{WaitTimeoutArgs{}.Kind(): true, SessionFlushArgs{}.Kind(): true, LaneDispatchArgs{}.Kind(): true}}},
+		Middleware:           []rivertype.Middleware{newPreciseTimers()},
 	}
 	if !cfg.InsertOnly {
 		rc.Queues = map[string]river.QueueConfig{

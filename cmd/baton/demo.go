@@ -108,6 +108,7 @@ func cmdDemo(ctx context.Context, args []string, stdout io.Writer) error {
 		return fmt.Errorf("starting River: %w", err)
 	}
 	defer eng.DeliverPromptly(jobs.DefaultWorkers)()
+	defer jobs.StartTimers(ctx, pool, jobs.TimersConfig{}).Stop()
 	defer func() {
 		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()

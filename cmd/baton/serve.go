@@ -246,6 +246,8 @@ func serve(ctx context.Context, c serveConfig) error {
 		return fmt.Errorf("starting River: %w", err)
 	}
 	defer eng.DeliverPromptly(jobs.DefaultWorkers)() // after River's client has stopped
+	// Timers due soon are made available here, not by River's leader only.
+	defer jobs.StartTimers(ctx, pool, jobs.TimersConfig{Logger: logger}).Stop()
 	hub.Start()
 	defer hub.Stop() // after Shutdown: ends the WebSocket streams it left open
 	srv := newHTTPServer(api.Handler(), file.HTTP)

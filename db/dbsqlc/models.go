@@ -357,6 +357,7 @@ type RiverJob struct {
 	Errors      []json.RawMessage
 	FinalizedAt *time.Time
 	Metadata    json.RawMessage
+	Priority    int16
 }
 
 type RiverLeader struct {
