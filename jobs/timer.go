@@ -34,10 +34,10 @@ import (
 // timer due within TimerLookahead as `available` directly, its scheduled_at
 // kept, as River itself does for retries and snoozes shorter than the
 // scheduler interval. A timer due later is inserted `scheduled`, where
-// River UI lists it in its Scheduled tab, and every process that works jobs
+// River UI lists it in its Scheduled tab, and every `baton serve` process
 // runs a Timers loop (StartTimers) that makes the timers due within
 // TimerLookahead available every TimerPromoteInterval, with no leader
-// involved. A timer is thus `available` only in its last TimerLookahead,
+// involved; a process without the loop leaves them to River's scheduler. A timer is thus `available` only in its last TimerLookahead,
 // as River's own scheduled jobs are, and runs within a poll interval of its
 // time.
 
@@ -129,9 +129,9 @@ type Timers struct {
 	wg     sync.WaitGroup
 }
 
-// StartTimers runs PromoteTimers every cfg.Interval until Stop. Every
-// process that works jobs runs it, so that timers never wait for River's
-// leader.
+// StartTimers runs PromoteTimers every cfg.Interval until Stop. A process
+// that works jobs runs it beside its River client, so that timers never
+// wait for River's leader.
 func StartTimers(ctx context.Context, pool *pgxpool.Pool, cfg TimersConfig) *Timers {
 	if cfg.Interval <= 0 {
 		cfg.Interval = TimerPromoteInterval
