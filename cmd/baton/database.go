@@ -19,10 +19,10 @@ import (
 // that drops packets is reported rather than waited for.
 const pingTimeout = 15 * time.Second
 
-// openPool opens a pool and checks that the database answers, so that an
+// connectPool opens a pool and checks that the database answers, so that an
 // unreachable server is reported as such, with its address, rather than as
 // whatever the first query that needed it failed with.
-func openPool(ctx context.Context, cfg *pgxpool.Config) (*pgxpool.Pool, error) {
+func connectPool(ctx context.Context, cfg *pgxpool.Config) (*pgxpool.Pool, error) {
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("connecting to the database: %w", err)
@@ -36,13 +36,13 @@ func openPool(ctx context.Context, cfg *pgxpool.Config) (*pgxpool.Pool, error) {
 	return pool, nil
 }
 
-// openPoolURL is openPool for a connection string.
-func openPoolURL(ctx context.Context, databaseURL string) (*pgxpool.Pool, error) {
+// connectPoolURL is connectPool for a connection string.
+func connectPoolURL(ctx context.Context, databaseURL string) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(databaseURL)
 	if err != nil {
 		return nil, fmt.Errorf("parsing DATABASE_URL: %w", err)
 	}
-	return openPool(ctx, cfg)
+	return connectPool(ctx, cfg)
 }
 
 // unreachable explains a failed first contact with the database at cc,

@@ -49,7 +49,7 @@ func cmdDev(ctx context.Context, args []string) error {
 		}
 		defer stop()
 	}
-	pool, err := openPoolURL(ctx, c.databaseURL)
+	pool, err := connectPoolURL(ctx, c.databaseURL)
 	if err != nil {
 		return err
 	}

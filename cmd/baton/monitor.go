@@ -87,7 +87,7 @@ func cmdMonitor(ctx context.Context, args []string) error {
 		return fmt.Errorf("parsing DATABASE_URL: %w", err)
 	}
 	poolCfg.MaxConns = 2
-	pool, err := openPool(ctx, poolCfg)
+	pool, err := connectPool(ctx, poolCfg)
 	if err != nil {
 		return err
 	}

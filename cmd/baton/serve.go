@@ -286,7 +286,7 @@ func servePool(ctx context.Context, databaseURL string) (*pgxpool.Pool, error) {
 		// pool; pgxpool's default (max(4, cores)) starves them.
 		poolCfg.MaxConns = defaultPoolSize
 	}
-	return openPool(ctx, poolCfg)
+	return connectPool(ctx, poolCfg)
 }
 
 // newHTTPServer is the API's server with the config's timeouts: a whole
@@ -314,7 +314,7 @@ func cmdMigrate(ctx context.Context, args []string) error {
 	if *databaseURL == "" {
 		return errors.New("DATABASE_URL is not set")
 	}
-	pool, err := openPoolURL(ctx, *databaseURL)
+	pool, err := connectPoolURL(ctx, *databaseURL)
 	if err != nil {
 		return err
 	}
