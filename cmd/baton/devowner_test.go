@@ -55,9 +55,9 @@ var (
 	clusterLine = regexp.MustCompile(`^PostgreSQL is up: (\S+) `)
 )
 
-// startDev starts baton dev and returns once it serves; the test's end
+// launchDev starts baton dev and returns once it serves; the test's end
 // interrupts it if the test has not.
-func startDev(t *testing.T, env []string, args ...string) *devProcess {
+func launchDev(t *testing.T, env []string, args ...string) *devProcess {
 	t.Helper()
 	cmd := command(t, env, append([]string{"dev"}, args...)...)
 	stdout, err := cmd.StdoutPipe()
@@ -162,7 +162,7 @@ func devDataDir(t *testing.T) string {
 func TestSecondDevAndDemoLeaveTheFirstServing(t *testing.T) {
 	t.Parallel()
 	dataDir := devDataDir(t)
-	first := startDev(t, nil, "--addr", "127.0.0.1:0", "--data-dir", dataDir)
+	first := launchDev(t, nil, "--addr", "127.0.0.1:0", "--data-dir", dataDir)
 	require.NotEmpty(t, first.dbURL)
 	require.True(t, first.ready(t))
 
