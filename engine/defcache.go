@@ -12,9 +12,18 @@ import (
 // is bounded by their size, least recently used first out.
 const definitionCacheBytes = 128 << 20
 
+// DefaultDefinitionCacheVersions is how many parsed definition versions a
+// process keeps by default (Config.DefinitionCacheVersions). entrySize
+// counts a definition's JSON, not what parsing it adds (its nodes, maps and
+// strings, several times the JSON of a small definition), so the count
+// bounds the memory of many small versions that the size alone would not.
+const DefaultDefinitionCacheVersions = 10_000
+
 // definitionCache keeps parsed stored definitions by row id, and the row id
-// of each (tenant, workflow, version) it holds. Stored definitions are
-// immutable, so an entry never goes stale; it is only evicted.
+// of each (tenant, workflow, version) it holds: at most a number of them,
+// within a budget of bytes, the least recently used evicted first. Stored
+// definitions are immutable, so an entry never goes stale; an evicted one
+// is read again from the database when it is needed.
 type definitionCache struct {
 	mu     sync.Mutex
 	byID   *simplelru.LRU[int64, *StoredDefinition]
@@ -23,11 +32,9 @@ type definitionCache struct {
 	budget int
 }
 
-func newDefinitionCache(budget int) *definitionCache {
+func newDefinitionCache(versions, budget int) *definitionCache {
 	c := &definitionCache{byKey: map[string]int64{}, budget: budget}
-	// The count bound is never reached first: every entry costs a byte at
-	// least (see add).
-	c.byID, _ = simplelru.NewLRU(budget, func(_ int64, d *StoredDefinition) {
+	c.byID, _ = simplelru.NewLRU(versions, func(_ int64, d *StoredDefinition) {
 		c.bytes -= entrySize(d)
 		delete(c.byKey, versionKey(d.TenantID, d.WorkflowID, d.Version))
 	})
@@ -70,8 +77,8 @@ func (c *definitionCache) byVersion(tenantID, workflowID, version string) (*Stor
 }
 
 // add keeps d, evicting the least recently used definitions until the
-// cache is within its budget again. A definition larger than the whole
-// budget is not kept.
+// cache holds no more than its number of versions and is within its budget
+// again. A definition larger than the whole budget is not kept.
 func (c *definitionCache) add(d *StoredDefinition) {
 	size := entrySize(d)
 	if size > c.budget {
@@ -88,4 +95,11 @@ func (c *definitionCache) add(d *StoredDefinition) {
 	for c.bytes > c.budget {
 		c.byID.RemoveOldest()
 	}
+}
+
+// len returns how many definitions are cached.
+func (c *definitionCache) len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.byID.Len()
 }

@@ -15,7 +15,7 @@ import (
 // their keys with them.
 func TestDefinitionCacheStaysWithinItsBudget(t *testing.T) {
 	t.Parallel()
-	c := newDefinitionCache(10_000)
+	c := newDefinitionCache(DefaultDefinitionCacheVersions, 10_000)
 	def := func(id int64) *StoredDefinition {
 		return &StoredDefinition{ID: id, TenantID: "t", Raw: []byte(strings.Repeat("x", 3000)),
 			Definition: &workflow.Definition{WorkflowID: "w", Version: fmt.Sprint(id)}}

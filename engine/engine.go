@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -115,6 +114,18 @@ type Config struct {
 	// text, ids, queue settings (the config file's limits). Zero fields
 	// take workflow.DefaultLimits' values.
 	Limits workflow.Limits
+	// DefinitionCacheVersions bounds how many parsed definition versions
+	// the process keeps in memory, besides their size (about 128 MiB): the
+	// least recently used go first and are read again from the database
+	// when needed. Zero means DefaultDefinitionCacheVersions (10,000);
+	// negative is an error.
+	DefinitionCacheVersions int
+	// KnownLanes bounds how many lane rows the process remembers having
+	// seen, so as not to insert them again: one per session (a thread that
+	// received messages) and per tenant lane in use, the least recently
+	// used forgotten first. Zero means DefaultKnownLanes (10,000); negative
+	// is an error.
+	KnownLanes int
 	// StepRescueAfter is how long a running execution may go unchanged
 	// with no live execution.step job before the step reaper (ReapSteps)
 	// enqueues its step again. Zero means DefaultStepRescueAfter (60 s);
@@ -145,11 +156,11 @@ type Engine struct {
 	metrics Metrics
 	cfg     Config
 
-	// definitions keeps parsed stored definitions, within
-	// definitionCacheBytes.
+	// definitions keeps parsed stored definitions, at most
+	// Config.DefinitionCacheVersions of them within definitionCacheBytes.
 	definitions *definitionCache
-	// lanesKnown remembers lane rows that exist (they are never deleted).
-	lanesKnown sync.Map
+	// lanesKnown remembers lane rows that exist, at most Config.KnownLanes.
+	lanesKnown *knownLanes
 	// callbackHosts is Config.CallbackAllowHosts, parsed.
 	callbackHosts AllowList
 	// prompt delivers messages right after their transaction commits, once
@@ -193,6 +204,15 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.StepRescueAfter < 0 || cfg.MaxStepRecoveries < 0 {
 		return nil, fmt.Errorf("engine: StepRescueAfter (%s) and MaxStepRecoveries (%d) must not be negative", cfg.StepRescueAfter, cfg.MaxStepRecoveries)
 	}
+	if cfg.DefinitionCacheVersions < 0 || cfg.KnownLanes < 0 {
+		return nil, fmt.Errorf("engine: DefinitionCacheVersions (%d) and KnownLanes (%d) must not be negative", cfg.DefinitionCacheVersions, cfg.KnownLanes)
+	}
+	if cfg.DefinitionCacheVersions == 0 {
+		cfg.DefinitionCacheVersions = DefaultDefinitionCacheVersions
+	}
+	if cfg.KnownLanes == 0 {
+		cfg.KnownLanes = DefaultKnownLanes
+	}
 	if cfg.StepRescueAfter == 0 {
 		cfg.StepRescueAfter = DefaultStepRescueAfter
 	}
@@ -213,7 +233,8 @@ func New(cfg Config) (*Engine, error) {
 		metrics: cfg.Metrics,
 		cfg:     cfg,
 
-		definitions:   newDefinitionCache(definitionCacheBytes),
+		definitions:   newDefinitionCache(cfg.DefinitionCacheVersions, definitionCacheBytes),
+		lanesKnown:    newKnownLanes(cfg.KnownLanes),
 		callbackHosts: callbackHosts,
 	}, nil
 }

@@ -139,14 +139,14 @@ func (e *Engine) laneKey(tenantID, name string) (string, string) {
 // holds any other row, so an insert here rarely races: ON CONFLICT DO
 // NOTHING waits only for another transaction inserting the same new lane
 // (a first use of a custom lane), and should that close a cycle PostgreSQL
-// reports a deadlock and the job or request is retried. Rows are never
-// deleted, so each process remembers the ones it has seen.
+// reports a deadlock and the job or request is retried. Each process
+// remembers the rows it has seen (knownLanes, the most recently used ones).
 //
 // A tenant's own lane is created only while the tenant owns fewer than
 // limits.lanesPerTenant of them; past that, the run gets a *LimitError.
 func (e *Engine) ensureLane(ctx context.Context, db dbsqlc.DBTX, tenantID, name string) error {
 	owner, key := e.laneKey(tenantID, name)
-	if _, ok := e.lanesKnown.Load(owner + "\x00" + key); ok {
+	if e.lanesKnown.has(owner, key) {
 		return nil
 	}
 	if owner == "" || strings.HasPrefix(key, sessionLanePrefix) {
@@ -191,7 +191,7 @@ func (e *Engine) lockLane(ctx context.Context, tx pgx.Tx, tenantID, name string,
 			l, err = e.q.LaneTryLock(ctx, tx, &dbsqlc.LaneTryLockParams{TenantID: tenant, Name: key})
 		}
 		if err == nil {
-			e.lanesKnown.Store(tenant+"\x00"+key, true)
+			e.lanesKnown.remember(tenant, key)
 			limit, perTenant := int32(e.laneLimit(key)), int32(e.lanePerTenant(key))
 			if l.MaxConcurrent != limit || l.PerTenant != perTenant {
 				if err := e.q.LaneSetLimit(ctx, tx, &dbsqlc.LaneSetLimitParams{TenantID: tenant, Name: key, MaxConcurrent: limit, PerTenant: perTenant}); err != nil {
@@ -209,7 +209,7 @@ func (e *Engine) lockLane(ctx context.Context, tx pgx.Tx, tenantID, name string,
 			// The row may not exist yet (or, without wait, is held).
 		case wait && attempt == 1:
 			// Waiting found no row although this process had seen it.
-			e.lanesKnown.Delete(tenant + "\x00" + key)
+			e.lanesKnown.forget(tenant, key)
 		default:
 			if wait {
 				return nil, false, fmt.Errorf("locking lane %s: the row cannot be created", name)
