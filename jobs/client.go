@@ -13,6 +13,7 @@ import (
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/batonrun/baton/engine"
+	"github.com/batonrun/baton/retention"
 )
 
 // River settings Baton uses when Config leaves them zero. River's default
@@ -75,6 +76,9 @@ type Config struct {
 	// must sit unchanged first is the engine's StepRescueAfter). Zero means
 	// DefaultStepReapInterval (30 s); negative runs no step reaper.
 	StepReapInterval time.Duration
+	// Retention, when set, runs the periodic retention.sweep job with it
+	// (every Retention.Interval()). Nil runs none.
+	Retention *retention.Sweeper
 }
 
 // DefaultStepReapInterval is how often the step reaper runs when
@@ -102,6 +106,9 @@ func NewClient(pool *pgxpool.Pool, cfg Config) (*river.Client[pgx.Tx], error) {
 	rc, err := RiverConfig(cfg, workers)
 	if err != nil {
 		return nil, err
+	}
+	if cfg.Retention != nil {
+		addRetention(workers, rc, cfg.Retention)
 	}
 	sweepEvery := cfg.LaneSweepInterval
 	if sweepEvery <= 0 {

@@ -2,7 +2,7 @@
 // settings Baton runs with. Workers are thin: each calls the engine, which
 // does the work in a transaction that also completes the job.
 //
-// jobs imports engine and River; engine never imports jobs: it enqueues
-// through the engine.JobInserter interface, which Inserter implements with
-// River's InsertTx.
+// jobs imports engine, retention and River; engine never imports jobs: it
+// enqueues through the engine.JobInserter interface, which Inserter
+// implements with River's InsertTx.
 package jobs

@@ -20,9 +20,10 @@
 //     a workflow definition (0 when it has none live), so that dashboards and
 //     absent() alerts see zeros rather than no series.
 //
-// plus baton_thread_locks_held (tenant_id), baton_outbound_pending and the
+// plus baton_thread_locks_held (tenant_id), baton_outbound_pending, the
 // lanes' baton_lane_limit, baton_lane_running and baton_lane_pending
-// (lane). The counters and histograms are observed in this process by the
+// (lane), and baton_retention_removed_total (table): the rows this
+// process's retention sweeps removed. The counters and histograms are observed in this process by the
 // engine (through engine.Metrics); the gauges come from SQL on every
 // scrape, so any process shows the whole database. No label ever carries an
 // execution or thread id.

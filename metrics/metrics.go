@@ -38,6 +38,8 @@ type Metrics struct {
 	stepDur    *prometheus.HistogramVec
 	errorCount *prometheus.CounterVec
 	retryCount *prometheus.CounterVec
+	// retentionRemoved counts what retention sweeps removed, by table.
+	retentionRemoved *prometheus.CounterVec
 	// The label caps of each metric: tenants choose workflow ids, node ids
 	// and (through failures) error codes.
 	executeWorkflows *labelCap
@@ -84,8 +86,11 @@ func New(cfg Config) *Metrics {
 		retryCount: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "workflow_retry_count", Help: "Steps run again after a failed attempt.",
 		}, []string{"domain", "action", "workflow_id", "step_id"}),
+		retentionRemoved: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "baton_retention_removed_total", Help: "Rows retention sweeps of this process removed, by table (thread_message.external_id: inbound message_ids forgotten).",
+		}, []string{"table"}),
 	}
-	m.registry.MustRegister(m.executeDur, m.stepDur, m.errorCount, m.retryCount,
+	m.registry.MustRegister(m.executeDur, m.stepDur, m.errorCount, m.retryCount, m.retentionRemoved,
 		&gauges{pool: cfg.Pool, q: dbsqlc.New(), timeout: cfg.ScrapeTimeout},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -127,6 +132,11 @@ func (m *Metrics) Error(code string) {
 func (m *Metrics) Retry(workflowID, stepID string) {
 	wf, step := m.retrySteps.values(workflowID, stepID)
 	m.retryCount.WithLabelValues("workflow", "step", wf, step).Inc()
+}
+
+// RetentionRemoved counts baton_retention_removed_total (retention.Recorder).
+func (m *Metrics) RetentionRemoved(table string, n int64) {
+	m.retentionRemoved.WithLabelValues(table).Add(float64(n))
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
