@@ -72,6 +72,9 @@ type Config struct {
 	// RateLimits are per-tenant request rates of the API, per process; off
 	// unless set (RateLimits).
 	RateLimits RateLimits `json:"rateLimits"`
+	// Retention is how long ended executions, replay windows and inbound
+	// messages are kept (config/retention.go).
+	Retention Retention `json:"retention"`
 }
 
 // Agents holds agent defaults.
@@ -174,15 +177,15 @@ type Callbacks struct {
 	AllowHosts []string `json:"allowHosts"`
 }
 
-// Duration is a time.Duration written as a Go duration string ("10s") or a
-// number of milliseconds.
+// Duration is a time.Duration written as a Go duration string ("10s"),
+// which may start with days ("7d", "1d12h"), or a number of milliseconds.
 type Duration time.Duration
 
 // UnmarshalJSON reads "10s" or 10000.
 func (d *Duration) UnmarshalJSON(b []byte) error {
 	var s string
 	if err := json.Unmarshal(b, &s); err == nil {
-		v, err := time.ParseDuration(s)
+		v, err := parseDuration(s)
 		if err != nil {
 			return fmt.Errorf("invalid duration %q", s)
 		}
@@ -279,6 +282,7 @@ func (c *Config) applyDefaults() {
 	}
 	c.Limits = c.Limits.WithDefaults()
 	c.applyServerDefaults()
+	c.applyRetentionDefaults()
 }
 
 var queueModes = map[string]bool{"steer": true, "followup": true, "collect": true, "steer-backlog": true, "steer+backlog": true, "interrupt": true, "queue": true}
@@ -319,6 +323,7 @@ func (c *Config) Validate() error {
 	problems = append(problems, c.validateLimits()...)
 	problems = append(problems, c.validateRateLimits()...)
 	problems = append(problems, c.validateServer()...)
+	problems = append(problems, c.validateRetention()...)
 	for _, name := range slices.Sorted(maps.Keys(c.Tools)) {
 		t := c.Tools[name]
 		switch t.Type {

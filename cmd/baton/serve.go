@@ -23,6 +23,7 @@ import (
 	"github.com/batonrun/baton/jobs"
 	"github.com/batonrun/baton/live"
 	"github.com/batonrun/baton/metrics"
+	"github.com/batonrun/baton/retention"
 )
 
 // defaultPoolSize is the pool size when DATABASE_URL sets no pool_max_conns.
@@ -219,8 +220,10 @@ func serve(ctx context.Context, c serveConfig) error {
 			return err
 		}
 	}
+	sweep := file.RetentionConfig()
+	sweep.Logger, sweep.Metrics = logger, reg
 	client, err := jobs.NewClient(pool, jobs.Config{Engine: eng, Logger: logger, RescueStuckJobsAfter: c.rescueAfter,
-		LockReapInterval: time.Duration(file.Locks.ReapInterval)})
+		LockReapInterval: time.Duration(file.Locks.ReapInterval), Retention: retention.New(pool, sweep)})
 	if err != nil {
 		return err
 	}
