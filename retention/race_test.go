@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/batonrun/baton/engine"
@@ -93,7 +94,7 @@ func TestConcurrentSweepsRemoveEachRowOnce(t *testing.T) {
 		wg.Go(func() {
 			s := retention.New(pool, retention.Config{Default: policy, Batch: 37})
 			res, err := s.Sweep(context.Background())
-			require.NoError(t, err)
+			assert.NoError(t, err)
 			mu.Lock()
 			defer mu.Unlock()
 			for k, v := range res.Removed {
@@ -197,4 +198,20 @@ func TestSweepsAlongsideLiveFamilies(t *testing.T) {
 	require.Zero(t, count(t, b.pool, `SELECT count(*) FROM execution_event`))
 	require.Zero(t, count(t, b.pool, `SELECT count(*) FROM thread_message`))
 	require.Zero(t, count(t, b.pool, `SELECT count(*) FROM inbound_event`))
+}
+
+// A sweep whose budget is spent stops and says more is left; the next one
+// goes on.
+func TestSweepStopsWhenItsBudgetIsSpent(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewPool(t)
+	loadExpired(t, pool, []string{"a"}, 10, 1, 0)
+	res, err := retention.New(pool, retention.Config{Default: policy, Budget: time.Nanosecond}).Sweep(context.Background())
+	require.NoError(t, err)
+	require.True(t, res.More)
+	require.Zero(t, res.Total())
+	res, err = retention.New(pool, retention.Config{Default: policy, Batch: 3}).Sweep(context.Background())
+	require.NoError(t, err)
+	require.False(t, res.More)
+	require.EqualValues(t, 10, res.Removed[retention.TableExecutions])
 }

@@ -159,18 +159,21 @@ var passes = []pass{
 }
 
 // Sweep removes what is past retention, batch after batch, until each
-// kind of row has a batch that finds nothing or the budget is spent. An
-// error in one kind stops that kind only; the others still run.
+// kind of row has a batch that finds nothing or the budget is spent. Each
+// kind may use an equal share of what is left of the budget, so a backlog
+// of one does not hold the others back. An error in one kind stops that
+// kind only; the others still run.
 func (s *Sweeper) Sweep(ctx context.Context) (Result, error) {
 	start := time.Now()
-	deadline := start.Add(s.cfg.Budget)
+	end := start.Add(s.cfg.Budget)
 	res := Result{Removed: map[string]int64{}}
 	var errs []error
-	for _, p := range passes {
+	for i, p := range passes {
 		args, ok := s.args(p.period)
 		if !ok {
 			continue
 		}
+		deadline := time.Now().Add(time.Until(end) / time.Duration(len(passes)-i))
 		more, err := s.drain(ctx, p, args, deadline, res.Removed)
 		res.More = res.More || more
 		if err != nil {
