@@ -18,56 +18,69 @@ import (
 	"github.com/batonrun/baton/retention"
 )
 
-// Sizes of BenchmarkRetentionSweep: each round loads benchBacklog expired
-// executions per tenant (11 events and a message each, as `baton bench`
-// (b) writes), then has benchWriters writers write events for benchWindow
-// with no sweep and for benchWindow with a sweep running, in alternating
-// order, then times a sweep of what is left on its own.
+// Sizes of BenchmarkRetentionSweep. Expired executions have 11 events and
+// a message each, as `baton bench` (b) writes; benchWriters writers write
+// for benchWindow in each phase of each of benchRounds rounds.
 const (
 	benchTenants = 4
-	benchBacklog = 15000
+	benchBacklog = 20000 // expired executions per tenant for a full-speed phase
 	benchEvents  = 11
 	benchWindow  = 5 * time.Second
 	benchWriters = 8
-	benchRounds  = 5
+	benchRounds  = 3
 )
 
-// BenchmarkRetentionSweep measures what removal costs: how many rows a
-// sweep removes a second on its own, and how many event rows concurrent
-// writers (each transaction 11 events and a checkpoint of a live
-// execution, as a step) write a second without a sweep and with one
-// removing a backlog as fast as it can, in interleaved rounds. Run it
-// alone:
+// BenchmarkRetentionSweep measures what removal costs. Concurrent writers
+// (each transaction 11 events and a checkpoint of a live execution, as a
+// step) write event rows for benchWindow in three phases per round:
+//
+//   - idle: no sweep;
+//   - steady: executions expire at the rate the writers wrote in the idle
+//     phase (an eleventh of the event rows a second), and a sweep runs
+//     every second, as retention does once a deployment has run past its
+//     period: it removes what was written a period ago;
+//   - full: a sweep removes a backlog as fast as it can, as when retention
+//     is first turned on over months of rows.
+//
+// Then a sweep of a backlog on its own measures how fast a sweep removes.
+// Run it alone:
 //
 //	go test -run '^$' -bench RetentionSweep -benchtime 1x ./retention/
 func BenchmarkRetentionSweep(b *testing.B) {
 	pool := pgtest.NewPool(b)
 	live := liveExecutions(b, pool)
-	var alone, idle, sweeping, during []float64
+	var idle, steady, full, fullSwept, alone []float64
 	for round := range benchRounds {
-		load(b, pool, round)
+		idle = append(idle, writeRate(b, pool, live, nil))
+
+		expiring := fmt.Sprintf("s%d", round)
+		perSecond := idle[round] / benchEvents
+		loadExpiring(b, pool, expiring, perSecond)
+		steadyPolicy := retention.Config{Default: retention.Policy{}, PerTenant: map[string]retention.Policy{expiring: policy}}
+		var steadySwept int64
+		steady = append(steady, writeRate(b, pool, live, func(ctx context.Context) { steadySwept = sweepEverySecond(ctx, b, pool, steadyPolicy) }))
+
+		load(b, pool, fmt.Sprintf("f%d", round))
 		var swept int64
-		sweep := func(ctx context.Context) { swept = sweepUntil(ctx, b, pool) }
-		if round%2 == 0 {
-			idle = append(idle, writeRate(b, pool, live, nil))
-			sweeping = append(sweeping, writeRate(b, pool, live, sweep))
-		} else {
-			sweeping = append(sweeping, writeRate(b, pool, live, sweep))
-			idle = append(idle, writeRate(b, pool, live, nil))
-		}
-		during = append(during, float64(swept)/benchWindow.Seconds())
+		full = append(full, writeRate(b, pool, live, func(ctx context.Context) { swept = sweepUntil(ctx, b, pool) }))
+		fullSwept = append(fullSwept, float64(swept)/benchWindow.Seconds())
+
+		load(b, pool, fmt.Sprintf("a%d", round))
 		start := time.Now()
 		res, err := retention.New(pool, retention.Config{Default: policy, Budget: time.Hour}).Sweep(context.Background())
 		require.NoError(b, err)
 		alone = append(alone, float64(res.Total())/time.Since(start).Seconds())
-		b.Logf("round %d: writes %.0f event rows/s idle, %.0f while a sweep removed %.0f rows/s; then %d rows left, swept alone at %.0f rows/s",
-			round, idle[round], sweeping[round], during[round], res.Total(), alone[round])
+		b.Logf("round %d: event rows written a second: %.0f idle; %.0f while %.0f executions expired a second (%d rows swept); "+
+			"%.0f while a sweep removed %.0f rows a second. A sweep alone: %.0f rows a second",
+			round, idle[round], steady[round], perSecond, steadySwept, full[round], fullSwept[round], alone[round])
 	}
 	b.ReportMetric(median(alone), "swept-rows/s")
-	b.ReportMetric(median(during), "swept-while-writing-rows/s")
+	b.ReportMetric(median(fullSwept), "full-swept-rows/s")
 	b.ReportMetric(median(idle), "idle-event-rows/s")
-	b.ReportMetric(median(sweeping), "sweeping-event-rows/s")
-	b.ReportMetric(median(sweeping)/median(idle), "write-ratio")
+	b.ReportMetric(median(steady), "steady-event-rows/s")
+	b.ReportMetric(median(full), "full-event-rows/s")
+	b.ReportMetric(median(steady)/median(idle), "steady-ratio")
+	b.ReportMetric(median(full)/median(idle), "full-ratio")
 }
 
 // sweepUntil sweeps until ctx ends and returns the rows it removed. The
@@ -86,6 +99,41 @@ func sweepUntil(ctx context.Context, b *testing.B, pool *pgxpool.Pool) int64 {
 		}
 	}
 	return total
+}
+
+// sweepEverySecond sweeps with cfg once a second until ctx ends and
+// returns the rows it removed.
+func sweepEverySecond(ctx context.Context, b *testing.B, pool *pgxpool.Pool, cfg retention.Config) int64 {
+	s := retention.New(pool, cfg)
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	var total int64
+	for {
+		select {
+		case <-ctx.Done():
+			return total
+		case <-tick.C:
+		}
+		res, err := s.Sweep(ctx)
+		total += res.Total()
+		if ctx.Err() == nil && !assert.NoError(b, err) {
+			return total
+		}
+	}
+}
+
+// loadExpiring writes executions of tenant that expire (under the test
+// policy) perSecond a second from now on, for a window and a second.
+func loadExpiring(b *testing.B, pool *pgxpool.Pool, tenant string, perSecond float64) {
+	n := int(perSecond * (benchWindow + time.Second).Seconds())
+	loadExpired(b, pool, []string{tenant}, n, benchEvents, 0)
+	_, err := pool.Exec(context.Background(), `
+UPDATE agent_execution x SET completed_at = now() - $3 * interval '1 second' + o.n / $2 * interval '1 second'
+FROM (SELECT id, row_number() OVER (ORDER BY id) AS n FROM agent_execution WHERE tenant_id = $1) o
+WHERE x.id = o.id`, tenant, perSecond, week.Seconds())
+	require.NoError(b, err)
+	_, err = pool.Exec(context.Background(), "ANALYZE")
+	require.NoError(b, err)
 }
 
 // liveExecutions writes one running execution per writer and returns their
@@ -107,10 +155,10 @@ RETURNING id`, benchWriters)
 }
 
 // load writes a backlog of expired executions under fresh tenant names.
-func load(b *testing.B, pool *pgxpool.Pool, batch int) {
+func load(b *testing.B, pool *pgxpool.Pool, prefix string) {
 	tenants := make([]string, benchTenants)
 	for i := range tenants {
-		tenants[i] = fmt.Sprintf("b%d-%d", batch, i)
+		tenants[i] = fmt.Sprintf("%s-%d", prefix, i)
 	}
 	loadExpired(b, pool, tenants, benchBacklog, benchEvents, 0)
 	_, err := pool.Exec(context.Background(), "ANALYZE")
