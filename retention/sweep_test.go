@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/batonrun/baton/engine"
@@ -131,6 +132,38 @@ func TestSweepKeepsTheParentChainOfALiveExecution(t *testing.T) {
 	for _, id := range []string{root.ExecutionID, mid.ExecutionID, leaf.ExecutionID} {
 		require.False(t, b.exists(t, id), id)
 	}
+}
+
+// An ended execution that a restart came from stays while the restart is
+// kept (it waits here), and goes with it once the restart has expired too.
+func TestSweepKeepsTheSourceOfARestart(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	b.define(t, `{"workflow_id": "leaf", "version": "1", "nodes": [
+	  {"id": "start", "type": "start", "next": "wait"},
+	  {"id": "wait", "type": "action", "actionType": "wait_for_event", "parameters": {"event_id": "go"}, "next": "end"},
+	  {"id": "end", "type": "end"}]}`)
+	old := b.start(t, engine.StartParams{WorkflowID: "leaf"})
+	b.waitFor(t, old.ExecutionID, waiting)
+	var fresh *engine.Execution
+	require.NoError(t, b.engine.WithTx(context.Background(), func(tx pgx.Tx) error {
+		var err error
+		fresh, err = b.engine.RestartTx(context.Background(), tx, b.tenant, old.ExecutionID, "test", "")
+		return err
+	}))
+	b.waitFor(t, old.ExecutionID, terminal)
+	b.waitFor(t, fresh.ExecutionID, waiting)
+	b.age(t, old.ExecutionID, week+time.Hour)
+
+	require.Zero(t, b.sweep(t, retention.Config{}).Total())
+	require.True(t, b.exists(t, old.ExecutionID))
+
+	_, err := b.engine.Cancel(context.Background(), b.tenant, fresh.ExecutionID, "test", "done")
+	require.NoError(t, err)
+	b.age(t, fresh.ExecutionID, week+time.Hour)
+	require.EqualValues(t, 2, b.sweep(t, retention.Config{}).Removed[retention.TableExecutions])
+	require.False(t, b.exists(t, old.ExecutionID))
+	require.False(t, b.exists(t, fresh.ExecutionID))
 }
 
 // An ended execution recorded as holding its thread's lock stays (a lock
