@@ -8,6 +8,7 @@
 // Precedence is flags, then environment variables, then this file; the
 // command line applies the first two over a loaded Config.
 //
-// config imports engine (for the tool and queue types it fills in) and never
-// imports httpapi, jobs or cmd.
+// config imports engine (for the tool and queue types it fills in) and
+// retention (for the sweep's configuration), and never imports httpapi,
+// jobs or cmd.
 package config
