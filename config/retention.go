@@ -24,6 +24,10 @@ type Retention struct {
 	// or rows of another table, one batch removes in one short
 	// transaction. Default 1000; at most 100000.
 	Batch int `json:"batch"`
+	// Jobs is how long River keeps a completed job (River's
+	// CompletedJobRetentionPeriod; its JobCleaner removes them). Default
+	// 24h, River's own.
+	Jobs Duration `json:"jobs"`
 	// PerTenant overrides periods by tenant id; a period left out is the
 	// section's.
 	PerTenant map[string]RetentionPeriods `json:"perTenant"`
@@ -65,6 +69,7 @@ var (
 	defaultExecutionRetention = Period(7 * 24 * time.Hour)
 	defaultIdempotencyWindow  = Period(24 * time.Hour)
 	defaultInboundRetention   = Period(7 * 24 * time.Hour)
+	defaultJobRetention       = 24 * time.Hour
 )
 
 const maxRetentionBatch = 100_000
@@ -86,6 +91,9 @@ func (c *Config) applyRetentionDefaults() {
 	if r.Batch == 0 {
 		r.Batch = retention.DefaultBatch
 	}
+	if r.Jobs == 0 {
+		r.Jobs = Duration(defaultJobRetention)
+	}
 }
 
 // validateRetention checks the retention section.
@@ -96,6 +104,9 @@ func (c *Config) validateRetention() []string {
 	problems = append(problems, r.RetentionPeriods.check("retention")...)
 	if r.Interval < Duration(time.Second) {
 		add("retention.interval must be at least 1s")
+	}
+	if r.Jobs < Duration(time.Second) {
+		add("retention.jobs must be at least 1s")
 	}
 	if r.Batch < 1 || r.Batch > maxRetentionBatch {
 		add("retention.batch must be between 1 and %d", maxRetentionBatch)

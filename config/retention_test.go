@@ -19,6 +19,14 @@ func TestRetentionDefaults(t *testing.T) {
 		Interval: time.Minute, Batch: 1000,
 	}, c.RetentionConfig())
 	require.Equal(t, c.RetentionConfig(), config.Default().RetentionConfig())
+	require.Equal(t, config.Duration(24*time.Hour), c.Retention.Jobs, "River's own default")
+}
+
+func TestRetentionOfRiverJobs(t *testing.T) {
+	t.Parallel()
+	c, err := config.Parse([]byte(`{retention: {jobs: "10m"}}`))
+	require.NoError(t, err)
+	require.Equal(t, config.Duration(10*time.Minute), c.Retention.Jobs)
 }
 
 func TestRetentionPeriodsAndPerTenantOverrides(t *testing.T) {
@@ -56,6 +64,7 @@ func TestRetentionRefusesBadValues(t *testing.T) {
 		{`{retention: {executions: "-1h"}}`, "retention.executions must not be negative"},
 		{`{retention: {perTenant: {acme: {inbound: "-5m"}}}}`, "retention.perTenant.acme.inbound must not be negative"},
 		{`{retention: {interval: "10ms"}}`, "retention.interval must be at least 1s"},
+		{`{retention: {jobs: "10ms"}}`, "retention.jobs must be at least 1s"},
 		{`{retention: {batch: -1}}`, "retention.batch must be between 1 and 100000"},
 		{`{retention: {batch: 100001}}`, "retention.batch must be between 1 and 100000"},
 		{`{retention: {perTenant: {"": {executions: "1d"}}}}`, "retention.perTenant: a tenant id must be 1 to 255 bytes"},

@@ -76,6 +76,9 @@ type Config struct {
 	// must sit unchanged first is the engine's StepRescueAfter). Zero means
 	// DefaultStepReapInterval (30 s); negative runs no step reaper.
 	StepReapInterval time.Duration
+	// CompletedJobRetention is how long River keeps a completed job before
+	// its JobCleaner removes it. Zero means River's default (24 hours).
+	CompletedJobRetention time.Duration
 	// Retention, when set, runs the periodic retention.sweep job with it
 	// (every Retention.Interval()). Nil runs none.
 	Retention *retention.Sweeper
@@ -178,6 +181,9 @@ func RiverConfig(cfg Config, workers *river.Workers) (*river.Config, error) {
 		RescueStuckJobsAfter: cfg.RescueStuckJobsAfter,
 		MaxAttempts:          25,
 		Middleware:           []rivertype.Middleware{newPreciseTimers()},
+	}
+	if cfg.CompletedJobRetention > 0 {
+		rc.CompletedJobRetentionPeriod = cfg.CompletedJobRetention
 	}
 	if !cfg.InsertOnly {
 		rc.Queues = map[string]river.QueueConfig{

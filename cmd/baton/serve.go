@@ -223,7 +223,8 @@ func serve(ctx context.Context, c serveConfig) error {
 	sweep := file.RetentionConfig()
 	sweep.Logger, sweep.Metrics = logger, reg
 	client, err := jobs.NewClient(pool, jobs.Config{Engine: eng, Logger: logger, RescueStuckJobsAfter: c.rescueAfter,
-		LockReapInterval: time.Duration(file.Locks.ReapInterval), Retention: retention.New(pool, sweep)})
+		LockReapInterval: time.Duration(file.Locks.ReapInterval), Retention: retention.New(pool, sweep),
+		CompletedJobRetention: time.Duration(file.Retention.Jobs)})
 	if err != nil {
 		return err
 	}
