@@ -44,9 +44,10 @@ commands:
   serve     run the API and the workers (needs BATON_JWT_SECRET unless --insecure-no-auth)
   migrate   apply River's and Baton's migrations
   dev       run Baton locally: a private PostgreSQL unless DATABASE_URL is set, migrated, an example workflow, no auth
-  demo      play the seeds' recruiting story end to end and print what the candidate saw
+  demo      play a recruiting conversation end to end and print what the candidate saw
   token     mint an API token: baton token --tenant T [--scope "workflows:read monitor:read"]
   bench     measure Baton against bare River and the commit rate, on a database of its own (DATABASE_URL, else a private PostgreSQL)
+  soak      a steady mixed load with short retention for a long time, sampled every minute (table sizes, latency, heap)
   monitor   the monitoring views as tables: baton monitor [--tenant T] [--watch [interval]] [--json]
 
 Run "baton <command> -h" for a command's flags.`
@@ -76,6 +77,8 @@ func runCommand(ctx context.Context, args []string) error {
 		return cmdToken(args[1:])
 	case "bench":
 		return cmdBench(ctx, args[1:], os.Stdout)
+	case "soak":
+		return cmdSoak(ctx, args[1:], os.Stdout)
 	case "monitor":
 		return cmdMonitor(ctx, args[1:])
 	case "help", "-h", "--help":
