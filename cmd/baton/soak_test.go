@@ -52,7 +52,9 @@ func TestSoakSmoke(t *testing.T) {
 	server, err := pgx.Connect(ctx, pgtest.ServerURL())
 	require.NoError(t, err)
 	defer server.Close(ctx)
-	t.Cleanup(func() { _, _ = server.Exec(context.WithoutCancel(ctx), "DROP DATABASE IF EXISTS "+name[1]+" WITH (FORCE)") })
+	t.Cleanup(func() {
+		_, _ = server.Exec(context.WithoutCancel(ctx), "DROP DATABASE IF EXISTS "+name[1]+" WITH (FORCE)")
+	})
 
 	cfg, err := pgx.ParseConfig(pgtest.ServerURL())
 	require.NoError(t, err)
