@@ -64,11 +64,12 @@ SET status = 'cancelled',
     cancel_reason = $3::text,
     waiting_for = NULL,
     step_seq = step_seq + 1,
-    completed_at = now(),
-    updated_at = now()
+    completed_at = clock.at,
+    updated_at = clock.at
+FROM (SELECT clock_timestamp() AS at) clock
 WHERE id = $4::bigint
   AND status IN ('pending', 'running', 'waiting')
-RETURNING id, tenant_id, execution_id, workflow_id, version, status, lane, session_key, thread_id, parent_execution_id, can_inherit_lock, restarted_from, current_node_id, current_step_started_at, input, context, variables, conversation_history, node_path, steps_completed, total_steps, step_seq, waiting_for, waiting_until, waiting_data, wait_seq, event_data, result_type, result_summary, result, error_code, error_message, failed_node_id, cancelled_by, cancel_reason, correlation_id, idempotency_key, callback_url, priority, created_at, started_at, updated_at, completed_at, node_attempt, error_details, lock_inherited_from, queued_at, admit_first, step_recoveries
+RETURNING agent_execution.id, agent_execution.tenant_id, agent_execution.execution_id, agent_execution.workflow_id, agent_execution.version, agent_execution.status, agent_execution.lane, agent_execution.session_key, agent_execution.thread_id, agent_execution.parent_execution_id, agent_execution.can_inherit_lock, agent_execution.restarted_from, agent_execution.current_node_id, agent_execution.current_step_started_at, agent_execution.input, agent_execution.context, agent_execution.variables, agent_execution.conversation_history, agent_execution.node_path, agent_execution.steps_completed, agent_execution.total_steps, agent_execution.step_seq, agent_execution.waiting_for, agent_execution.waiting_until, agent_execution.waiting_data, agent_execution.wait_seq, agent_execution.event_data, agent_execution.result_type, agent_execution.result_summary, agent_execution.result, agent_execution.error_code, agent_execution.error_message, agent_execution.failed_node_id, agent_execution.cancelled_by, agent_execution.cancel_reason, agent_execution.correlation_id, agent_execution.idempotency_key, agent_execution.callback_url, agent_execution.priority, agent_execution.created_at, agent_execution.started_at, agent_execution.updated_at, agent_execution.completed_at, agent_execution.node_attempt, agent_execution.error_details, agent_execution.lock_inherited_from, agent_execution.queued_at, agent_execution.admit_first, agent_execution.step_recoveries
 `
 
 type ExecutionCancelParams struct {
@@ -150,7 +151,7 @@ SET current_node_id = $1::text,
     total_steps = $5::integer,
     node_attempt = 0,
     step_seq = step_seq + 1,
-    updated_at = now()
+    updated_at = clock_timestamp()
 WHERE id = $6::bigint
   AND status = 'running'
   AND step_seq = $7::bigint
@@ -270,12 +271,13 @@ SET status = 'failed',
     failed_node_id = current_node_id,
     waiting_for = NULL,
     step_seq = step_seq + 1,
-    completed_at = now(),
-    updated_at = now()
+    completed_at = clock.at,
+    updated_at = clock.at
+FROM (SELECT clock_timestamp() AS at) clock
 WHERE id = $3::bigint
   AND status IN ('pending', 'running', 'waiting')
   AND ($4::bigint IS NULL OR step_seq = $4::bigint)
-RETURNING id, tenant_id, execution_id, workflow_id, version, status, lane, session_key, thread_id, parent_execution_id, can_inherit_lock, restarted_from, current_node_id, current_step_started_at, input, context, variables, conversation_history, node_path, steps_completed, total_steps, step_seq, waiting_for, waiting_until, waiting_data, wait_seq, event_data, result_type, result_summary, result, error_code, error_message, failed_node_id, cancelled_by, cancel_reason, correlation_id, idempotency_key, callback_url, priority, created_at, started_at, updated_at, completed_at, node_attempt, error_details, lock_inherited_from, queued_at, admit_first, step_recoveries
+RETURNING agent_execution.id, agent_execution.tenant_id, agent_execution.execution_id, agent_execution.workflow_id, agent_execution.version, agent_execution.status, agent_execution.lane, agent_execution.session_key, agent_execution.thread_id, agent_execution.parent_execution_id, agent_execution.can_inherit_lock, agent_execution.restarted_from, agent_execution.current_node_id, agent_execution.current_step_started_at, agent_execution.input, agent_execution.context, agent_execution.variables, agent_execution.conversation_history, agent_execution.node_path, agent_execution.steps_completed, agent_execution.total_steps, agent_execution.step_seq, agent_execution.waiting_for, agent_execution.waiting_until, agent_execution.waiting_data, agent_execution.wait_seq, agent_execution.event_data, agent_execution.result_type, agent_execution.result_summary, agent_execution.result, agent_execution.error_code, agent_execution.error_message, agent_execution.failed_node_id, agent_execution.cancelled_by, agent_execution.cancel_reason, agent_execution.correlation_id, agent_execution.idempotency_key, agent_execution.callback_url, agent_execution.priority, agent_execution.created_at, agent_execution.started_at, agent_execution.updated_at, agent_execution.completed_at, agent_execution.node_attempt, agent_execution.error_details, agent_execution.lock_inherited_from, agent_execution.queued_at, agent_execution.admit_first, agent_execution.step_recoveries
 `
 
 type ExecutionFailParams struct {
@@ -366,12 +368,15 @@ SET status = $1::execution_status,
     error_details = $13::jsonb,
     node_attempt = 0,
     step_seq = step_seq + 1,
-    completed_at = clock_timestamp(), -- after started_at, even in the transaction that set it
-    updated_at = now()
+    -- One clock reading, after started_at even in the transaction that set
+    -- it, for both.
+    completed_at = clock.at,
+    updated_at = clock.at
+FROM (SELECT clock_timestamp() AS at) clock
 WHERE id = $14::bigint
   AND status = 'running'
   AND step_seq = $15::bigint
-RETURNING id, tenant_id, execution_id, workflow_id, version, status, lane, session_key, thread_id, parent_execution_id, can_inherit_lock, restarted_from, current_node_id, current_step_started_at, input, context, variables, conversation_history, node_path, steps_completed, total_steps, step_seq, waiting_for, waiting_until, waiting_data, wait_seq, event_data, result_type, result_summary, result, error_code, error_message, failed_node_id, cancelled_by, cancel_reason, correlation_id, idempotency_key, callback_url, priority, created_at, started_at, updated_at, completed_at, node_attempt, error_details, lock_inherited_from, queued_at, admit_first, step_recoveries
+RETURNING agent_execution.id, agent_execution.tenant_id, agent_execution.execution_id, agent_execution.workflow_id, agent_execution.version, agent_execution.status, agent_execution.lane, agent_execution.session_key, agent_execution.thread_id, agent_execution.parent_execution_id, agent_execution.can_inherit_lock, agent_execution.restarted_from, agent_execution.current_node_id, agent_execution.current_step_started_at, agent_execution.input, agent_execution.context, agent_execution.variables, agent_execution.conversation_history, agent_execution.node_path, agent_execution.steps_completed, agent_execution.total_steps, agent_execution.step_seq, agent_execution.waiting_for, agent_execution.waiting_until, agent_execution.waiting_data, agent_execution.wait_seq, agent_execution.event_data, agent_execution.result_type, agent_execution.result_summary, agent_execution.result, agent_execution.error_code, agent_execution.error_message, agent_execution.failed_node_id, agent_execution.cancelled_by, agent_execution.cancel_reason, agent_execution.correlation_id, agent_execution.idempotency_key, agent_execution.callback_url, agent_execution.priority, agent_execution.created_at, agent_execution.started_at, agent_execution.updated_at, agent_execution.completed_at, agent_execution.node_attempt, agent_execution.error_details, agent_execution.lock_inherited_from, agent_execution.queued_at, agent_execution.admit_first, agent_execution.step_recoveries
 `
 
 type ExecutionFinishStepParams struct {
@@ -737,9 +742,9 @@ INSERT INTO agent_execution (
     input, context, variables, correlation_id, idempotency_key, callback_url,
     priority, total_steps, steps_completed, node_path, step_seq,
     result_type, result_summary, result, error_code, error_message, failed_node_id, error_details,
-    created_at, started_at, current_step_started_at, completed_at, session_key
+    created_at, started_at, current_step_started_at, completed_at, updated_at, session_key
 )
-VALUES (
+SELECT
     $1, $2, $3, $4, $5, $6, $7, $8,
     $9, $10, $11,
     $12, $13, $14, $15, $16, $17,
@@ -747,9 +752,12 @@ VALUES (
     $23, $24, $25,
     $26, $27, $28, $29,
     $30, $31, $31,
-    CASE WHEN $6::execution_status IN ('completed', 'failed') THEN clock_timestamp() END,
+    -- One clock reading, after started_at, for an ended row's completed_at
+    -- and for updated_at.
+    CASE WHEN $6::execution_status IN ('completed', 'failed') THEN clock.at END,
+    clock.at,
     $32
-)
+FROM (SELECT clock_timestamp() AS at) clock
 RETURNING id, tenant_id, execution_id, workflow_id, version, status, lane, session_key, thread_id, parent_execution_id, can_inherit_lock, restarted_from, current_node_id, current_step_started_at, input, context, variables, conversation_history, node_path, steps_completed, total_steps, step_seq, waiting_for, waiting_until, waiting_data, wait_seq, event_data, result_type, result_summary, result, error_code, error_message, failed_node_id, cancelled_by, cancel_reason, correlation_id, idempotency_key, callback_url, priority, created_at, started_at, updated_at, completed_at, node_attempt, error_details, lock_inherited_from, queued_at, admit_first, step_recoveries
 `
 
@@ -1071,7 +1079,7 @@ const executionMarkRecovered = `-- name: ExecutionMarkRecovered :one
 UPDATE agent_execution
 SET step_recoveries = step_recoveries + 1,
     step_seq = step_seq + 1,
-    updated_at = now()
+    updated_at = clock_timestamp()
 WHERE id = $1::bigint
   AND status = 'running'
   AND step_seq = $2::bigint
@@ -1198,7 +1206,8 @@ func (q *Queries) ExecutionReserve(ctx context.Context, db DBTX, arg *ExecutionR
 
 const executionSetLockInheritedFrom = `-- name: ExecutionSetLockInheritedFrom :exec
 UPDATE agent_execution
-SET lock_inherited_from = $1::bigint
+SET lock_inherited_from = $1::bigint,
+    updated_at = clock_timestamp()
 WHERE id = $2::bigint
 `
 
@@ -1214,7 +1223,8 @@ func (q *Queries) ExecutionSetLockInheritedFrom(ctx context.Context, db DBTX, ar
 
 const executionSetNodeAttempt = `-- name: ExecutionSetNodeAttempt :exec
 UPDATE agent_execution
-SET node_attempt = $1::integer
+SET node_attempt = $1::integer,
+    updated_at = clock_timestamp()
 WHERE id = $2::bigint
 `
 
@@ -1234,13 +1244,14 @@ func (q *Queries) ExecutionSetNodeAttempt(ctx context.Context, db DBTX, arg *Exe
 const executionStart = `-- name: ExecutionStart :one
 UPDATE agent_execution
 SET status = 'running',
-    started_at = coalesce(started_at, now()),
-    current_step_started_at = now(),
+    started_at = coalesce(started_at, clock.at),
+    current_step_started_at = clock.at,
     step_seq = step_seq + 1,
-    updated_at = now()
+    updated_at = clock.at
+FROM (SELECT clock_timestamp() AS at) clock
 WHERE id = $1::bigint
   AND status = 'pending'
-RETURNING id, tenant_id, execution_id, workflow_id, version, status, lane, session_key, thread_id, parent_execution_id, can_inherit_lock, restarted_from, current_node_id, current_step_started_at, input, context, variables, conversation_history, node_path, steps_completed, total_steps, step_seq, waiting_for, waiting_until, waiting_data, wait_seq, event_data, result_type, result_summary, result, error_code, error_message, failed_node_id, cancelled_by, cancel_reason, correlation_id, idempotency_key, callback_url, priority, created_at, started_at, updated_at, completed_at, node_attempt, error_details, lock_inherited_from, queued_at, admit_first, step_recoveries
+RETURNING agent_execution.id, agent_execution.tenant_id, agent_execution.execution_id, agent_execution.workflow_id, agent_execution.version, agent_execution.status, agent_execution.lane, agent_execution.session_key, agent_execution.thread_id, agent_execution.parent_execution_id, agent_execution.can_inherit_lock, agent_execution.restarted_from, agent_execution.current_node_id, agent_execution.current_step_started_at, agent_execution.input, agent_execution.context, agent_execution.variables, agent_execution.conversation_history, agent_execution.node_path, agent_execution.steps_completed, agent_execution.total_steps, agent_execution.step_seq, agent_execution.waiting_for, agent_execution.waiting_until, agent_execution.waiting_data, agent_execution.wait_seq, agent_execution.event_data, agent_execution.result_type, agent_execution.result_summary, agent_execution.result, agent_execution.error_code, agent_execution.error_message, agent_execution.failed_node_id, agent_execution.cancelled_by, agent_execution.cancel_reason, agent_execution.correlation_id, agent_execution.idempotency_key, agent_execution.callback_url, agent_execution.priority, agent_execution.created_at, agent_execution.started_at, agent_execution.updated_at, agent_execution.completed_at, agent_execution.node_attempt, agent_execution.error_details, agent_execution.lock_inherited_from, agent_execution.queued_at, agent_execution.admit_first, agent_execution.step_recoveries
 `
 
 func (q *Queries) ExecutionStart(ctx context.Context, db DBTX, id int64) (*AgentExecution, error) {
@@ -1303,7 +1314,7 @@ func (q *Queries) ExecutionStart(ctx context.Context, db DBTX, id int64) (*Agent
 const executionToolRetry = `-- name: ExecutionToolRetry :one
 UPDATE agent_execution
 SET node_attempt = node_attempt + 1,
-    updated_at = now()
+    updated_at = clock_timestamp()
 WHERE id = $1::bigint
   AND status = 'running'
   AND step_seq = $2::bigint

@@ -19,7 +19,7 @@ SET conversation_history = (
         WHERE h.n > jsonb_array_length(conversation_history || $1::jsonb) - $2::int
     ),
     variables = $3::jsonb,
-    updated_at = now()
+    updated_at = clock_timestamp()
 WHERE id = $4::bigint
 `
 

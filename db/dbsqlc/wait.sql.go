@@ -24,12 +24,13 @@ SET status = $1::execution_status,
     waiting_until = NULL,
     waiting_data = NULL,
     step_seq = step_seq + 1,
-    completed_at = now(),
-    updated_at = now()
+    completed_at = clock.at,
+    updated_at = clock.at
+FROM (SELECT clock_timestamp() AS at) clock
 WHERE id = $8::bigint
   AND status = 'waiting'
   AND wait_seq = $9::integer
-RETURNING id, tenant_id, execution_id, workflow_id, version, status, lane, session_key, thread_id, parent_execution_id, can_inherit_lock, restarted_from, current_node_id, current_step_started_at, input, context, variables, conversation_history, node_path, steps_completed, total_steps, step_seq, waiting_for, waiting_until, waiting_data, wait_seq, event_data, result_type, result_summary, result, error_code, error_message, failed_node_id, cancelled_by, cancel_reason, correlation_id, idempotency_key, callback_url, priority, created_at, started_at, updated_at, completed_at, node_attempt, error_details, lock_inherited_from, queued_at, admit_first, step_recoveries
+RETURNING agent_execution.id, agent_execution.tenant_id, agent_execution.execution_id, agent_execution.workflow_id, agent_execution.version, agent_execution.status, agent_execution.lane, agent_execution.session_key, agent_execution.thread_id, agent_execution.parent_execution_id, agent_execution.can_inherit_lock, agent_execution.restarted_from, agent_execution.current_node_id, agent_execution.current_step_started_at, agent_execution.input, agent_execution.context, agent_execution.variables, agent_execution.conversation_history, agent_execution.node_path, agent_execution.steps_completed, agent_execution.total_steps, agent_execution.step_seq, agent_execution.waiting_for, agent_execution.waiting_until, agent_execution.waiting_data, agent_execution.wait_seq, agent_execution.event_data, agent_execution.result_type, agent_execution.result_summary, agent_execution.result, agent_execution.error_code, agent_execution.error_message, agent_execution.failed_node_id, agent_execution.cancelled_by, agent_execution.cancel_reason, agent_execution.correlation_id, agent_execution.idempotency_key, agent_execution.callback_url, agent_execution.priority, agent_execution.created_at, agent_execution.started_at, agent_execution.updated_at, agent_execution.completed_at, agent_execution.node_attempt, agent_execution.error_details, agent_execution.lock_inherited_from, agent_execution.queued_at, agent_execution.admit_first, agent_execution.step_recoveries
 `
 
 type ExecutionEndWaitParams struct {
@@ -126,7 +127,7 @@ SET status = 'waiting',
     waiting_data = $8::jsonb,
     wait_seq = wait_seq + 1,
     step_seq = step_seq + 1,
-    updated_at = now()
+    updated_at = clock_timestamp()
 WHERE id = $9::bigint
   AND status = 'running'
   AND step_seq = $10::bigint
@@ -476,7 +477,7 @@ SET status = 'running',
     waiting_until = NULL,
     waiting_data = NULL,
     step_seq = step_seq + 1,
-    updated_at = now()
+    updated_at = clock_timestamp()
 WHERE id = $5::bigint
   AND status = 'waiting'
   AND wait_seq = $6::integer
@@ -564,7 +565,7 @@ SET waiting_until = $1::timestamptz,
     variables = $3::jsonb,
     wait_seq = wait_seq + 1,
     step_seq = step_seq + 1,
-    updated_at = now()
+    updated_at = clock_timestamp()
 WHERE id = $4::bigint
   AND status = 'waiting'
   AND wait_seq = $5::integer
@@ -647,7 +648,7 @@ func (q *Queries) ExecutionRewait(ctx context.Context, db DBTX, arg *ExecutionRe
 const executionSetWaitingData = `-- name: ExecutionSetWaitingData :one
 UPDATE agent_execution
 SET waiting_data = $1::jsonb,
-    updated_at = now()
+    updated_at = clock_timestamp()
 WHERE id = $2::bigint
   AND status = 'waiting'
   AND wait_seq = $3::integer

@@ -46,9 +46,9 @@ INSERT INTO agent_execution (
     input, context, variables, correlation_id, idempotency_key, callback_url,
     priority, total_steps, steps_completed, node_path, step_seq,
     result_type, result_summary, result, error_code, error_message, failed_node_id, error_details,
-    created_at, started_at, current_step_started_at, completed_at, session_key
+    created_at, started_at, current_step_started_at, completed_at, updated_at, session_key
 )
-VALUES (
+SELECT
     @id, @tenant_id, @execution_id, @workflow_id, @version, @status, @lane, @thread_id,
     @can_inherit_lock, sqlc.narg('restarted_from'), @current_node_id,
     @input, @context, @variables, @correlation_id, sqlc.narg('idempotency_key'), sqlc.narg('callback_url'),
@@ -56,9 +56,12 @@ VALUES (
     sqlc.narg('result_type'), sqlc.narg('result_summary'), sqlc.narg('result'),
     sqlc.narg('error_code'), sqlc.narg('error_message'), sqlc.narg('failed_node_id'), sqlc.narg('error_details'),
     @created_at, @started_at, @started_at,
-    CASE WHEN @status::execution_status IN ('completed', 'failed') THEN clock_timestamp() END,
+    -- One clock reading, after started_at, for an ended row's completed_at
+    -- and for updated_at.
+    CASE WHEN @status::execution_status IN ('completed', 'failed') THEN clock.at END,
+    clock.at,
     sqlc.narg('session_key')
-)
+FROM (SELECT clock_timestamp() AS at) clock
 RETURNING *;
 
 -- name: ExecutionGetByID :one
@@ -105,13 +108,14 @@ FOR UPDATE;
 -- name: ExecutionStart :one
 UPDATE agent_execution
 SET status = 'running',
-    started_at = coalesce(started_at, now()),
-    current_step_started_at = now(),
+    started_at = coalesce(started_at, clock.at),
+    current_step_started_at = clock.at,
     step_seq = step_seq + 1,
-    updated_at = now()
+    updated_at = clock.at
+FROM (SELECT clock_timestamp() AS at) clock
 WHERE id = @id::bigint
   AND status = 'pending'
-RETURNING *;
+RETURNING agent_execution.*;
 
 -- name: ExecutionCheckpoint :one
 UPDATE agent_execution
@@ -123,7 +127,7 @@ SET current_node_id = @current_node_id::text,
     total_steps = @total_steps::integer,
     node_attempt = 0,
     step_seq = step_seq + 1,
-    updated_at = now()
+    updated_at = clock_timestamp()
 WHERE id = @id::bigint
   AND status = 'running'
   AND step_seq = @step_seq::bigint
@@ -147,12 +151,15 @@ SET status = @status::execution_status,
     error_details = sqlc.narg('error_details')::jsonb,
     node_attempt = 0,
     step_seq = step_seq + 1,
-    completed_at = clock_timestamp(), -- after started_at, even in the transaction that set it
-    updated_at = now()
+    -- One clock reading, after started_at even in the transaction that set
+    -- it, for both.
+    completed_at = clock.at,
+    updated_at = clock.at
+FROM (SELECT clock_timestamp() AS at) clock
 WHERE id = @id::bigint
   AND status = 'running'
   AND step_seq = @step_seq::bigint
-RETURNING *;
+RETURNING agent_execution.*;
 
 -- name: ExecutionFail :one
 -- Fails a live execution from outside its step (a step job that ran out of
@@ -165,12 +172,13 @@ SET status = 'failed',
     failed_node_id = current_node_id,
     waiting_for = NULL,
     step_seq = step_seq + 1,
-    completed_at = now(),
-    updated_at = now()
+    completed_at = clock.at,
+    updated_at = clock.at
+FROM (SELECT clock_timestamp() AS at) clock
 WHERE id = @id::bigint
   AND status IN ('pending', 'running', 'waiting')
   AND (sqlc.narg('step_seq')::bigint IS NULL OR step_seq = sqlc.narg('step_seq')::bigint)
-RETURNING *;
+RETURNING agent_execution.*;
 
 -- name: ExecutionCancel :one
 UPDATE agent_execution
@@ -181,11 +189,12 @@ SET status = 'cancelled',
     cancel_reason = sqlc.narg('cancel_reason')::text,
     waiting_for = NULL,
     step_seq = step_seq + 1,
-    completed_at = now(),
-    updated_at = now()
+    completed_at = clock.at,
+    updated_at = clock.at
+FROM (SELECT clock_timestamp() AS at) clock
 WHERE id = @id::bigint
   AND status IN ('pending', 'running', 'waiting')
-RETURNING *;
+RETURNING agent_execution.*;
 
 -- name: ExecutionAncestors :many
 -- The execution and its ancestors, nearest first, with whether each lets a
@@ -206,7 +215,8 @@ ORDER BY chain.depth;
 
 -- name: ExecutionSetLockInheritedFrom :exec
 UPDATE agent_execution
-SET lock_inherited_from = @lock_inherited_from::bigint
+SET lock_inherited_from = @lock_inherited_from::bigint,
+    updated_at = clock_timestamp()
 WHERE id = @id::bigint;
 
 -- name: ExecutionToolRetry :one
@@ -216,7 +226,7 @@ WHERE id = @id::bigint;
 -- saw node_attempt at @node_attempt wins.
 UPDATE agent_execution
 SET node_attempt = node_attempt + 1,
-    updated_at = now()
+    updated_at = clock_timestamp()
 WHERE id = @id::bigint
   AND status = 'running'
   AND step_seq = @step_seq::bigint
@@ -256,7 +266,8 @@ ORDER BY down.depth, down.id;
 -- task whose answer steered messages discarded runs again with the next
 -- attempt number, so its call has a new idempotency key.
 UPDATE agent_execution
-SET node_attempt = @node_attempt::integer
+SET node_attempt = @node_attempt::integer,
+    updated_at = clock_timestamp()
 WHERE id = @id::bigint;
 
 -- name: ExecutionListStranded :many
@@ -296,7 +307,7 @@ SELECT EXISTS (
 UPDATE agent_execution
 SET step_recoveries = step_recoveries + 1,
     step_seq = step_seq + 1,
-    updated_at = now()
+    updated_at = clock_timestamp()
 WHERE id = @id::bigint
   AND status = 'running'
   AND step_seq = @step_seq::bigint

@@ -79,7 +79,7 @@ SET conversation_history = (
         WHERE h.n > jsonb_array_length(conversation_history || @entries::jsonb) - @max_entries::int
     ),
     variables = @variables::jsonb,
-    updated_at = now()
+    updated_at = clock_timestamp()
 WHERE id = @id::bigint;
 
 -- name: SessionArmFlush :one

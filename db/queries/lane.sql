@@ -100,14 +100,15 @@ UPDATE agent_execution
 SET status = 'running',
     -- clock_timestamp: admissions of a lane are serialized by its row
     -- lock, so their start times follow admission order.
-    started_at = coalesce(started_at, clock_timestamp()),
-    current_step_started_at = clock_timestamp(),
+    started_at = coalesce(started_at, clock.at),
+    current_step_started_at = clock.at,
     admit_first = false,
     step_seq = step_seq + 1,
-    updated_at = now()
+    updated_at = clock.at
+FROM (SELECT clock_timestamp() AS at) clock
 WHERE id = @id::bigint
   AND status = 'pending'
-RETURNING *;
+RETURNING agent_execution.*;
 
 -- name: ExecutionRequeue :one
 -- running → pending with priority: a resumed execution whose lane or
@@ -116,7 +117,7 @@ UPDATE agent_execution
 SET status = 'pending',
     admit_first = true,
     queued_at = now(),
-    updated_at = now()
+    updated_at = clock_timestamp()
 WHERE id = @id::bigint
   AND status = 'running'
 RETURNING *;
@@ -129,7 +130,7 @@ UPDATE agent_execution
 SET status = 'pending',
     admit_first = true,
     queued_at = @not_before::timestamptz,
-    updated_at = now()
+    updated_at = clock_timestamp()
 WHERE id = @id::bigint
   AND status = 'running'
   AND step_seq = @step_seq::bigint

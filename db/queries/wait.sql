@@ -13,7 +13,7 @@ SET status = 'waiting',
     waiting_data = @waiting_data::jsonb,
     wait_seq = wait_seq + 1,
     step_seq = step_seq + 1,
-    updated_at = now()
+    updated_at = clock_timestamp()
 WHERE id = @id::bigint
   AND status = 'running'
   AND step_seq = @step_seq::bigint
@@ -64,7 +64,7 @@ SET status = 'running',
     waiting_until = NULL,
     waiting_data = NULL,
     step_seq = step_seq + 1,
-    updated_at = now()
+    updated_at = clock_timestamp()
 WHERE id = @id::bigint
   AND status = 'waiting'
   AND wait_seq = @wait_seq::integer
@@ -74,7 +74,7 @@ RETURNING *;
 -- Records progress inside a wait (a partial document upload).
 UPDATE agent_execution
 SET waiting_data = @waiting_data::jsonb,
-    updated_at = now()
+    updated_at = clock_timestamp()
 WHERE id = @id::bigint
   AND status = 'waiting'
   AND wait_seq = @wait_seq::integer
@@ -89,7 +89,7 @@ SET waiting_until = @waiting_until::timestamptz,
     variables = @variables::jsonb,
     wait_seq = wait_seq + 1,
     step_seq = step_seq + 1,
-    updated_at = now()
+    updated_at = clock_timestamp()
 WHERE id = @id::bigint
   AND status = 'waiting'
   AND wait_seq = @wait_seq::integer
@@ -109,12 +109,13 @@ SET status = @status::execution_status,
     waiting_until = NULL,
     waiting_data = NULL,
     step_seq = step_seq + 1,
-    completed_at = now(),
-    updated_at = now()
+    completed_at = clock.at,
+    updated_at = clock.at
+FROM (SELECT clock_timestamp() AS at) clock
 WHERE id = @id::bigint
   AND status = 'waiting'
   AND wait_seq = @wait_seq::integer
-RETURNING *;
+RETURNING agent_execution.*;
 
 -- name: InboundEventClaim :one
 -- Claims an event_id; a concurrent claim waits for this transaction and
