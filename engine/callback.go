@@ -213,27 +213,50 @@ func (e *Engine) SendCallback(ctx context.Context, executionID int64, messageID 
 }
 
 // inputRequestEnvelope is the callback of an execution that asks for input
-// (seed 003, 6.4 "Callback desde Workflow Engine" and 5.4).
+// (seed 003, 6.4 "Callback desde Workflow Engine" and 5.4): its request_id
+// is the callback's message id, data.request_id the input request's.
 func inputRequestEnvelope(row *dbsqlc.AgentExecution, messageID string) (map[string]any, error) {
-	data := map[string]any{}
-	if err := jsonUnmarshal(row.WaitingData, &data); err != nil {
+	waiting := map[string]any{}
+	if err := jsonUnmarshal(row.WaitingData, &waiting); err != nil {
 		return nil, fmt.Errorf("execution %s: waiting_data is not valid JSON: %w", row.ExecutionID, err)
 	}
-	timeoutMS := int64(0)
-	if row.WaitingUntil != nil {
-		timeoutMS = max(time.Until(*row.WaitingUntil).Milliseconds(), 0)
-	}
+	data := inputRequestPayload(row, waiting)
+	data["execution_id"], data["workflow_id"] = row.ExecutionID, row.WorkflowID
 	return map[string]any{
 		"request_id": messageID, "correlation_id": row.CorrelationID,
 		"type":           map[string]any{"domain": "workflow", "action": "input_request"},
 		"schema_version": "1.0",
-		"data": map[string]any{
-			"execution_id": row.ExecutionID, "workflow_id": row.WorkflowID, "request_id": messageID,
-			"node_id": deref(row.CurrentNodeID), "prompt": data["prompt"], "input_type": data["input_type"],
-			"options": data["options"], "required": data["required"], "timeout_ms": timeoutMS,
-			"waiting_until": row.WaitingUntil,
-		},
+		"data":           data,
 	}, nil
+}
+
+// inputRequestPayload describes the input request of an execution waiting
+// at a request_input node, whose waiting_data is waiting (seed 003, 5.4):
+// request_id is what an answer quotes as metadata.input_request_id,
+// step_id (and node_id, its older name) the node, timeout_ms how long the
+// request waits from when it was made (null when it has no deadline).
+func inputRequestPayload(row *dbsqlc.AgentExecution, waiting map[string]any) map[string]any {
+	timeoutMS := waiting["timeout_ms"]
+	if timeoutMS == nil && row.WaitingUntil != nil {
+		// Asked before requests recorded their timeout: what is left of it.
+		timeoutMS = max(time.Until(*row.WaitingUntil).Milliseconds(), 0)
+	}
+	var until any
+	if row.WaitingUntil != nil {
+		until = row.WaitingUntil.UTC()
+	}
+	step := deref(row.CurrentNodeID)
+	out := map[string]any{
+		"request_id": waiting["request_id"], "step_id": step, "node_id": step, "prompt": waiting["prompt"],
+		"timeout_ms": timeoutMS, "waiting_until": until,
+	}
+	// What the node leaves out stays out.
+	for _, k := range []string{"input_type", "options", "required", "default"} {
+		if v, ok := waiting[k]; ok {
+			out[k] = v
+		}
+	}
+	return out
 }
 
 // enqueueInputRequest inserts the workflow.callback job that sends an input

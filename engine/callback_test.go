@@ -171,14 +171,29 @@ func TestInputRequestCallback(t *testing.T) {
 	require.Equal(t, x.ExecutionID, data["execution_id"])
 	require.Equal(t, "¿Desea continuar?", data["prompt"])
 	require.Equal(t, "confirm", data["input_type"])
-	require.Greater(t, data["timeout_ms"].(float64), float64(290000))
+	require.Equal(t, "confirm", data["step_id"])
+	require.Equal(t, float64(5*time.Minute/time.Millisecond), data["timeout_ms"])
+	// data.request_id names the input request, the one the execution shows
+	// and an answer may quote; the envelope's request_id is the callback's.
+	requestID, _ := data["request_id"].(string)
+	require.Regexp(t, `^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`, requestID)
+	require.NotEqual(t, req["request_id"], requestID)
+	var waiting map[string]any
+	require.NoError(t, json.Unmarshal(b.get(t, x.ExecutionID).WaitingData, &waiting))
+	require.Equal(t, requestID, waiting["request_id"])
 
-	var tx pgxTx
-	tx, err := b.pool.Begin(context.Background())
-	require.NoError(t, err)
-	_, err = b.engine.ProvideInputTx(context.Background(), tx, engine.InputParams{TenantID: b.tenant, ExecutionID: x.ExecutionID, Input: map[string]any{"user_confirmation": true}})
-	require.NoError(t, err)
-	require.NoError(t, tx.Commit(context.Background()))
+	answer := func(id string) error {
+		return b.engine.WithTx(context.Background(), func(tx pgx.Tx) error {
+			_, err := b.engine.ProvideInputTx(context.Background(), tx, engine.InputParams{TenantID: b.tenant, ExecutionID: x.ExecutionID,
+				InputRequestID: id, Input: map[string]any{"user_confirmation": true}})
+			return err
+		})
+	}
+	var conflict *engine.ConflictError
+	require.ErrorAs(t, answer("00000000-0000-4000-8000-000000000000"), &conflict)
+	require.Equal(t, "workflow.input.not_waiting", conflict.Code)
+	require.Equal(t, engine.StatusWaiting, b.get(t, x.ExecutionID).Status)
+	require.NoError(t, answer(requestID))
 	require.Equal(t, engine.StatusCompleted, b.waitFor(t, x.ExecutionID, terminal).Status)
 	require.Eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(got) == 2 }, 20*time.Second, 20*time.Millisecond)
 	mu.Lock()

@@ -156,13 +156,18 @@ type InputParams struct {
 	// NodeID, when set, must be the request_input node the execution waits
 	// at.
 	NodeID string
+	// InputRequestID, when set, must be the request_id of the input request
+	// the execution waits on (workflow.input_request): an answer to an
+	// earlier request is refused.
+	InputRequestID string
 	// Input becomes variables.
 	Input map[string]any
 }
 
 // ProvideInputTx resumes an execution waiting for input, in tx: the input's
 // fields become variables (and the whole input the variable "input"). An
-// execution not waiting for input there is a *ConflictError with code
+// execution not waiting for input there, or for another input request than
+// p.InputRequestID, is a *ConflictError with code
 // workflow.input.not_waiting, and nothing changes.
 func (e *Engine) ProvideInputTx(ctx context.Context, tx pgx.Tx, p InputParams) (*Execution, error) {
 	row, err := e.q.ExecutionLockByExecutionID(ctx, tx, &dbsqlc.ExecutionLockByExecutionIDParams{TenantID: p.TenantID, ExecutionID: p.ExecutionID})
@@ -177,6 +182,9 @@ func (e *Engine) ProvideInputTx(ctx context.Context, tx pgx.Tx, p InputParams) (
 		return nil, &ConflictError{Code: "workflow.input.not_waiting",
 			Message: fmt.Sprintf("execution %s waits for input at node %s, not %s", row.ExecutionID, deref(row.CurrentNodeID), p.NodeID)}
 	}
+	if err := checkInputRequestID(row, p.InputRequestID); err != nil {
+		return nil, err
+	}
 	vars, err := decodeVariables(row.Variables)
 	if err != nil {
 		return nil, fmt.Errorf("providing input to execution %s: %w", row.ExecutionID, err)
@@ -189,6 +197,25 @@ func (e *Engine) ProvideInputTx(ctx context.Context, tx pgx.Tx, p InputParams) (
 		return nil, err
 	}
 	return e.GetExecution(ctx, tx, p.TenantID, p.ExecutionID)
+}
+
+// checkInputRequestID refuses an answer that names another input request
+// than the one the execution waits on; an empty id names none.
+func checkInputRequestID(row *dbsqlc.AgentExecution, id string) error {
+	if id == "" {
+		return nil
+	}
+	var waiting struct {
+		RequestID string `json:"request_id"`
+	}
+	if err := jsonUnmarshal(row.WaitingData, &waiting); err != nil {
+		return fmt.Errorf("execution %s: waiting_data is not valid JSON: %w", row.ExecutionID, err)
+	}
+	if waiting.RequestID != id {
+		return &ConflictError{Code: "workflow.input.not_waiting",
+			Message: fmt.Sprintf("execution %s waits on input request %q, not %q", row.ExecutionID, waiting.RequestID, id)}
+	}
+	return nil
 }
 
 func waitingSuffix(row *dbsqlc.AgentExecution) string {

@@ -77,6 +77,10 @@ func (r *stepRun) enterWait(ctx context.Context, node *workflow.Node, payload ma
 				data[k] = v
 			}
 		}
+		// The request's id, which an answer may quote
+		// (metadata.input_request_id), and how long it waits.
+		data["request_id"] = newMessageID()
+		data["timeout_ms"] = until.Sub(now).Milliseconds()
 	case workflow.ActionDelay:
 		delete(data, "onTimeout")
 		delete(data, "expectedFrom")
@@ -104,10 +108,7 @@ func (r *stepRun) enterWait(ctx context.Context, node *workflow.Node, payload ma
 		return nil, fmt.Errorf("entering wait: %w", err)
 	}
 	if node.ActionType == workflow.ActionRequestInput {
-		r.events.add(EventInputRequest, "info", node.ID, fmt.Sprintf("Execution %s requests input", row.ExecutionID), map[string]any{
-			"node_id": node.ID, "prompt": data["prompt"], "input_type": data["input_type"], "options": data["options"],
-			"required": data["required"], "waiting_until": until.UTC(),
-		})
+		r.events.add(EventInputRequest, "info", node.ID, fmt.Sprintf("Execution %s requests input", row.ExecutionID), inputRequestPayload(row, data))
 		if err := r.e.enqueueInputRequest(ctx, r.tx, row); err != nil {
 			return nil, err
 		}

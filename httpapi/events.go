@@ -67,12 +67,17 @@ func (s *Server) provideInput(ctx context.Context, r *request, db dbsqlc.DBTX) (
 	if p.InputData == nil {
 		return 0, nil, newAPIError(http.StatusBadRequest, "workflow.input.invalid_request", "payload.input_data is required (an object)").with("field", "payload.input_data")
 	}
+	requestID, isString := r.envelope.Metadata["input_request_id"].(string)
+	if !isString && r.envelope.Metadata["input_request_id"] != nil {
+		return 0, nil, newAPIError(http.StatusBadRequest, "workflow.input.invalid_request", "metadata.input_request_id must be a string").with("field", "metadata.input_request_id")
+	}
 	tx, ok := db.(pgx.Tx)
 	if !ok {
 		return 0, nil, fmt.Errorf("input needs a transaction")
 	}
 	x, err := s.engine.ProvideInputTx(ctx, tx, engine.InputParams{
 		TenantID: r.principal.tenantID, ExecutionID: r.PathValue("execution_id"), NodeID: p.NodeID, Input: p.InputData,
+		InputRequestID: requestID,
 	})
 	if err != nil {
 		return 0, nil, err
