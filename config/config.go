@@ -35,7 +35,9 @@ type Config struct {
 	HTTP HTTP `json:"http"`
 	// Tools are the http and llm tools, by name.
 	Tools map[string]Tool `json:"tools"`
-	// Channels are the outbound channel adapters, by name.
+	// Channels are the outbound channel adapters, by name: a thread's
+	// messages go through the adapter named by the thread's channel, else
+	// through "default". Absent means {default: {type: log}}.
 	Channels map[string]Channel `json:"channels"`
 	// Callbacks configures execution callbacks.
 	Callbacks Callbacks `json:"callbacks"`

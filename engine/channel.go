@@ -37,6 +37,19 @@ type ChannelAdapter interface {
 	Deliver(ctx context.Context, msg OutboundMessage) error
 }
 
+// DefaultChannel names the adapter of threads whose channel has none of
+// its own (Config.Channels).
+const DefaultChannel = "default"
+
+// channelFor is the adapter of a thread's channel: the one Config.Channels
+// names so, else Config.Channel.
+func (e *Engine) channelFor(channel string) ChannelAdapter {
+	if c, ok := e.cfg.Channels[channel]; ok && c != nil {
+		return c
+	}
+	return e.channel
+}
+
 // LogChannel is the default channel: it writes each message to the log.
 // The message's text and its contact are personal data: they are logged
 // only at debug level, on a line of their own.
@@ -159,7 +172,7 @@ func (e *Engine) deliverClaimed(ctx context.Context, conn *pgxpool.Conn, threadI
 				ID: m.ID, TenantID: m.TenantID, ThreadID: m.ThreadKey, Channel: m.Channel,
 				Contact: m.Contact, ExecutionID: m.ExecutionKey, Body: m.Body, CreatedAt: m.CreatedAt,
 			}
-			if err := e.channel.Deliver(ctx, msg); err != nil {
+			if err := e.channelFor(m.Channel).Deliver(ctx, msg); err != nil {
 				_ = e.q.MessageRecordFailedAttempt(context.WithoutCancel(ctx), conn, &dbsqlc.MessageRecordFailedAttemptParams{ID: m.ID, LastError: err.Error()})
 				return nil, fmt.Errorf("delivering message %d: %w", m.ID, err)
 			}

@@ -62,8 +62,15 @@ type Config struct {
 	Jobs JobInserter
 	// Tools are the Go-registered tools tasks may call. Nil means none.
 	Tools *Tools
-	// Channel delivers outbound messages. Nil means a LogChannel on Logger.
+	// Channel delivers the outbound messages of threads whose channel has
+	// no adapter in Channels (the config file's channels.default). Nil
+	// means Channels["default"], else a LogChannel on Logger.
 	Channel ChannelAdapter
+	// Channels are the channel adapters by channel name (the config file's
+	// channels): a thread's outbound messages go through the adapter named
+	// by the thread's channel, and through Channel when there is none of
+	// that name. Nil (the default) sends every thread's through Channel.
+	Channels map[string]ChannelAdapter
 	// Logger receives the engine's log lines. Nil discards them.
 	Logger *slog.Logger
 	// MaxNodesPerStep bounds how many nodes one step transaction runs before
@@ -178,6 +185,9 @@ func New(cfg Config) (*Engine, error) {
 	}
 	if cfg.Tools == nil {
 		cfg.Tools = NewTools()
+	}
+	if cfg.Channel == nil {
+		cfg.Channel = cfg.Channels[DefaultChannel]
 	}
 	if cfg.Channel == nil {
 		cfg.Channel = &LogChannel{Logger: cfg.Logger}

@@ -176,7 +176,7 @@ func serve(ctx context.Context, c serveConfig) error {
 			return err
 		}
 	}
-	channel, err := outboundChannel(file, c.weakSecrets, logger)
+	channels, err := outboundChannels(file, c.weakSecrets, logger)
 	if err != nil {
 		return err
 	}
@@ -200,7 +200,7 @@ func serve(ctx context.Context, c serveConfig) error {
 	reg := metrics.New(metrics.Config{Pool: pool, Logger: logger})
 	reg.WatchBreakers(tools)
 	eng, err := engine.New(engine.Config{
-		Pool: pool, Logger: logger, Tools: tools, Metrics: reg, Channel: channel,
+		Pool: pool, Logger: logger, Tools: tools, Metrics: reg, Channels: channels,
 		CallbackAllowHosts: file.Callbacks.AllowHosts, CallbackSecret: secret,
 		LockTimeout: time.Duration(file.Locks.Timeout),
 		LaneLimits:  file.LaneLimits(), LanePerTenant: file.LanePerTenant(),
@@ -379,25 +379,37 @@ func cmdToken(args []string) error {
 	return nil
 }
 
-// outboundChannel builds the channel adapter of the config file's
-// channels.default: the log (the default) or a webhook signed with
-// BATON_WEBHOOK_SECRET (outboundSecret).
-func outboundChannel(file *config.Config, weakSecrets bool, logger *slog.Logger) (engine.ChannelAdapter, error) {
-	ch := file.Channels["default"]
-	switch ch.Type {
-	case "", "log":
-		return &engine.LogChannel{Logger: logger}, nil
-	case "webhook":
-		if ch.URL == "" {
-			return nil, errors.New("channels.default is a webhook without a url")
+// outboundChannels builds the channel adapters of the config file's
+// channels, by name: the log (the default) or a webhook signed with
+// BATON_WEBHOOK_SECRET (outboundSecret). A thread delivers through the one
+// its channel names, else through channels.default.
+func outboundChannels(file *config.Config, weakSecrets bool, logger *slog.Logger) (map[string]engine.ChannelAdapter, error) {
+	out := make(map[string]engine.ChannelAdapter, len(file.Channels))
+	var (
+		secret     []byte
+		haveSecret bool
+	)
+	for name, ch := range file.Channels {
+		switch ch.Type {
+		case "", "log":
+			out[name] = &engine.LogChannel{Logger: logger}
+		case "webhook":
+			if ch.URL == "" {
+				return nil, fmt.Errorf("channels.%s is a webhook without a url", name)
+			}
+			if !haveSecret {
+				s, err := outboundSecret("BATON_WEBHOOK_SECRET", fmt.Sprintf("channels.%s is a webhook", name), weakSecrets, logger)
+				if err != nil {
+					return nil, err
+				}
+				secret, haveSecret = s, true
+			}
+			out[name] = &engine.WebhookChannel{URL: ch.URL, Secret: secret}
+		default:
+			return nil, fmt.Errorf("channels.%s: unknown type %q", name, ch.Type)
 		}
-		secret, err := outboundSecret("BATON_WEBHOOK_SECRET", "channels.default is a webhook", weakSecrets, logger)
-		if err != nil {
-			return nil, err
-		}
-		return &engine.WebhookChannel{URL: ch.URL, Secret: secret}, nil
 	}
-	return nil, fmt.Errorf("channels.default: unknown type %q", ch.Type)
+	return out, nil
 }
 
 // outboundSecret reads the secret in the environment variable env that
