@@ -212,9 +212,9 @@ func (e *Engine) SendCallback(ctx context.Context, executionID int64, messageID 
 	}
 }
 
-// inputRequestEnvelope is the callback of an execution that asks for input
-// (seed 003, 6.4 "Callback desde Workflow Engine" and 5.4): its request_id
-// is the callback's message id, data.request_id the input request's.
+// inputRequestEnvelope is the callback of an execution that asks for
+// input: its request_id is the callback's message id, data.request_id the
+// input request's.
 func inputRequestEnvelope(row *dbsqlc.AgentExecution, messageID string) (map[string]any, error) {
 	waiting := map[string]any{}
 	if err := jsonUnmarshal(row.WaitingData, &waiting); err != nil {
@@ -231,7 +231,7 @@ func inputRequestEnvelope(row *dbsqlc.AgentExecution, messageID string) (map[str
 }
 
 // inputRequestPayload describes the input request of an execution waiting
-// at a request_input node, whose waiting_data is waiting (seed 003, 5.4):
+// at a request_input node, whose waiting_data is waiting:
 // request_id is what an answer quotes as metadata.input_request_id,
 // step_id (and node_id, its older name) the node, timeout_ms how long the
 // request waits from when it was made (null when it has no deadline).
