@@ -128,51 +128,29 @@ func ResultEnvelope(x *Execution, messageID string) (map[string]any, error) {
 }
 
 // SendCallback POSTs a callback to an execution's callback_url, signed with
-// Config.CallbackSecret (SignatureHeader): the result envelope of a terminal execution, or,
-// with a non-zero inputRequestWaitSeq, the input request of that wait
-// (seed 003, 5.4; an execution no longer waiting there has nothing to ask).
-// A 2xx answer is success; 5xx, 408, 429 and network errors are errors to
-// retry; a host or port that is no longer allowed, a 3xx (redirects are
-// never followed) or another 4xx wraps ErrCallbackRefused. The signature's
-// timestamp is the attempt's: a retry is signed afresh.
-func (e *Engine) SendCallback(ctx context.Context, executionID int64, messageID string, inputRequestWaitSeq int32) error {
-	row, err := e.q.ExecutionGetByID(ctx, e.pool, executionID)
+// Config.CallbackSecret (SignatureHeader): the status or error callback the
+// job carries, the input request of the job's wait (an execution no longer
+// waiting there has nothing to ask), or the result envelope of a terminal
+// execution. A 2xx answer is success; 5xx, 408, 429 and network errors are
+// errors to retry; a host or port that is no longer allowed, a 3xx
+// (redirects are never followed) or another 4xx wraps ErrCallbackRefused.
+// The signature's timestamp is the attempt's: a retry is signed afresh.
+func (e *Engine) SendCallback(ctx context.Context, job CallbackJob) error {
+	row, err := e.q.ExecutionGetByID(ctx, e.pool, job.ExecutionID)
 	if err != nil {
 		if errors.Is(notFound(err), ErrNotFound) {
-			return fmt.Errorf("execution %d is gone: %w", executionID, ErrCallbackRefused)
+			return fmt.Errorf("execution %d is gone: %w", job.ExecutionID, ErrCallbackRefused)
 		}
-		return fmt.Errorf("reading execution %d: %w", executionID, err)
+		return fmt.Errorf("reading execution %d: %w", job.ExecutionID, err)
 	}
 	if row.CallbackUrl == nil {
 		return fmt.Errorf("execution %s has no callback_url: %w", row.ExecutionID, ErrCallbackRefused)
 	}
-	var (
-		body   []byte
-		action string
-	)
-	switch {
-	case inputRequestWaitSeq != 0:
-		if row.Status != StatusWaiting || deref(row.WaitingFor) != "input" || row.WaitSeq != inputRequestWaitSeq {
-			return fmt.Errorf("execution %s no longer waits for that input: %w", row.ExecutionID, ErrCallbackRefused)
-		}
-		envelope, err := inputRequestEnvelope(row, messageID)
-		if err != nil {
-			return err
-		}
-		body, action = mustJSON(envelope), "workflow.input_request"
-	case IsTerminal(row.Status):
-		x, err := e.GetExecution(ctx, e.pool, row.TenantID, row.ExecutionID)
-		if err != nil {
-			return err
-		}
-		envelope, err := ResultEnvelope(x, messageID)
-		if err != nil {
-			return err
-		}
-		body, action = mustJSON(envelope), "workflow.result"
-	default:
-		return fmt.Errorf("execution %s has no result to call back: %w", row.ExecutionID, ErrCallbackRefused)
+	body, action, err := e.callbackBody(ctx, row, job)
+	if err != nil {
+		return err
 	}
+	messageID := job.MessageID
 	if err := e.CheckCallbackURL(*row.CallbackUrl); err != nil {
 		e.WarnContext(ctx, "callback not sent", "execution_id", row.ExecutionID, "tenant_id", row.TenantID, "error", err)
 		return fmt.Errorf("callback of execution %s: %v: %w", row.ExecutionID, err, ErrCallbackRefused)
@@ -210,6 +188,45 @@ func (e *Engine) SendCallback(ctx context.Context, executionID int64, messageID 
 	default:
 		return fmt.Errorf("callback of execution %s answered %d: %w", row.ExecutionID, s, ErrCallbackRefused)
 	}
+}
+
+// callbackBody is the body of the callback job sends about row, and its
+// domain.action.
+func (e *Engine) callbackBody(ctx context.Context, row *dbsqlc.AgentExecution, job CallbackJob) ([]byte, string, error) {
+	var (
+		envelope map[string]any
+		err      error
+	)
+	switch {
+	case job.Event == CallbackStatus || job.Event == CallbackError:
+		x, err := e.GetExecution(ctx, e.pool, row.TenantID, row.ExecutionID)
+		if err != nil {
+			return nil, "", err
+		}
+		envelope, err = eventCallbackEnvelope(x, job)
+		if err != nil {
+			return nil, "", err
+		}
+		return mustJSON(envelope), "workflow." + job.Event, nil
+	case job.InputRequestWaitSeq != 0:
+		if row.Status != StatusWaiting || deref(row.WaitingFor) != "input" || row.WaitSeq != job.InputRequestWaitSeq {
+			return nil, "", fmt.Errorf("execution %s no longer waits for that input: %w", row.ExecutionID, ErrCallbackRefused)
+		}
+		if envelope, err = inputRequestEnvelope(row, job.MessageID); err != nil {
+			return nil, "", err
+		}
+		return mustJSON(envelope), "workflow.input_request", nil
+	case IsTerminal(row.Status):
+		x, err := e.GetExecution(ctx, e.pool, row.TenantID, row.ExecutionID)
+		if err != nil {
+			return nil, "", err
+		}
+		if envelope, err = ResultEnvelope(x, job.MessageID); err != nil {
+			return nil, "", err
+		}
+		return mustJSON(envelope), "workflow.result", nil
+	}
+	return nil, "", fmt.Errorf("execution %s has no result to call back: %w", row.ExecutionID, ErrCallbackRefused)
 }
 
 // inputRequestEnvelope is the callback of an execution that asks for
@@ -260,24 +277,32 @@ func inputRequestPayload(row *dbsqlc.AgentExecution, waiting map[string]any) map
 }
 
 // enqueueInputRequest inserts the workflow.callback job that sends an input
-// request, in the transaction that made the execution wait for input.
+// request, in the transaction that made the execution wait for input, when
+// the execution asked for input request callbacks.
 func (e *Engine) enqueueInputRequest(ctx context.Context, tx pgx.Tx, row *dbsqlc.AgentExecution) error {
-	if row.CallbackUrl == nil {
+	if !wantsCallback(row, CallbackInputRequest) {
 		return nil
 	}
-	if err := e.jobs.InsertCallback(ctx, tx, row.ID, newMessageID(), row.WaitSeq); err != nil {
+	if err := e.jobs.InsertCallback(ctx, tx, CallbackJob{ExecutionID: row.ID, MessageID: newMessageID(), InputRequestWaitSeq: row.WaitSeq}); err != nil {
 		return fmt.Errorf("enqueueing input request callback: %w", err)
 	}
 	return nil
 }
 
-// enqueueCallback inserts the workflow.callback job of a terminal
-// execution that has a callback_url, in finalize's transaction.
-func (e *Engine) enqueueCallback(ctx context.Context, tx pgx.Tx, row *dbsqlc.AgentExecution) error {
-	if row.CallbackUrl == nil {
+// enqueueEndCallbacks inserts, in finalize's transaction, the callbacks of
+// an execution that ended which it asked for: its status, its error (when
+// it has one) and its result.
+func (e *Engine) enqueueEndCallbacks(ctx context.Context, tx pgx.Tx, row *dbsqlc.AgentExecution) error {
+	if err := e.enqueueStatus(ctx, tx, row); err != nil {
+		return err
+	}
+	if err := e.enqueueExecutionError(ctx, tx, row); err != nil {
+		return err
+	}
+	if !wantsCallback(row, CallbackResult) {
 		return nil
 	}
-	if err := e.jobs.InsertCallback(ctx, tx, row.ID, newMessageID(), 0); err != nil {
+	if err := e.jobs.InsertCallback(ctx, tx, CallbackJob{ExecutionID: row.ID, MessageID: newMessageID()}); err != nil {
 		return fmt.Errorf("enqueueing callback: %w", err)
 	}
 	return nil

@@ -35,12 +35,9 @@ type JobInserter interface {
 	// at at for the wait whose wait_seq is waitSeq; it must fire within a
 	// second of at.
 	InsertWaitTimeout(ctx context.Context, tx pgx.Tx, executionID int64, waitSeq int32, at time.Time) error
-	// InsertCallback enqueues a workflow.callback job that posts the result
-	// of a terminal execution to its callback_url; messageID is the
-	// envelope's message_id, the same on every retry.
-	// A non-zero inputRequestWaitSeq makes it the input request of that
-	// wait instead.
-	InsertCallback(ctx context.Context, tx pgx.Tx, executionID int64, messageID string, inputRequestWaitSeq int32) error
+	// InsertCallback enqueues a workflow.callback job that posts a callback
+	// to the execution's callback_url (SendCallback).
+	InsertCallback(ctx context.Context, tx pgx.Tx, job CallbackJob) error
 	// InsertLaneDispatch enqueues a lane.dispatch job that admits the
 	// lane's pending executions.
 	InsertLaneDispatch(ctx context.Context, tx pgx.Tx, owner, lane string) error

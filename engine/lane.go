@@ -291,6 +291,9 @@ func (e *Engine) admitLocked(ctx context.Context, tx pgx.Tx, l *dbsqlc.Lane, wai
 		if err != nil {
 			return out, fmt.Errorf("admitting execution %s: %w", deref(c.ExecutionID), err)
 		}
+		if err := e.enqueueStatus(ctx, tx, row); err != nil {
+			return out, err
+		}
 		if row.ID != inline {
 			if err := e.startAdmitted(ctx, tx, row, c.QueuedAt); err != nil {
 				return out, err

@@ -44,6 +44,9 @@ type StartParams struct {
 	IdempotencyKey string
 	// CallbackURL receives the result when the execution ends.
 	CallbackURL string
+	// CallbackEvents are the callbacks CallbackURL receives (result,
+	// input_request, status, error); nil means result and input_request.
+	CallbackEvents []string
 	// Priority is the envelope's priority, 0 (lowest) to 10; callers pass 5
 	// when the request names none.
 	Priority int
@@ -152,21 +155,19 @@ func (e *Engine) StartExecution(ctx context.Context, tx pgx.Tx, p StartParams) (
 		eventData = mustJSON(map[string]any{"parentExecutionId": p.ParentExecutionID, "canInheritLock": p.CanInheritLock})
 	}
 	start := def.Start()
-	var idem, callback *string
+	var idem *string
 	if p.IdempotencyKey != "" {
 		idem = &p.IdempotencyKey
 	}
-	if p.CallbackURL != "" {
-		if err := e.CheckCallbackURL(p.CallbackURL); err != nil {
-			return nil, err
-		}
-		callback = &p.CallbackURL
+	callback, err := e.checkCallback(p.CallbackURL, p.CallbackEvents)
+	if err != nil {
+		return nil, err
 	}
 	insert := &dbsqlc.ExecutionInsertParams{
 		TenantID: p.TenantID, ExecutionID: p.ExecutionID, WorkflowID: def.WorkflowID, Version: def.Version,
 		Lane: lane, ThreadID: thread.ID, CurrentNodeID: &start.ID,
 		Input: inputJSON, Context: contextJSON, Variables: inputJSON,
-		CorrelationID: p.CorrelationID, IdempotencyKey: idem, CallbackUrl: callback,
+		CorrelationID: p.CorrelationID, IdempotencyKey: idem, CallbackUrl: callback, CallbackEvents: callbackEventsToStore(p.CallbackEvents),
 		Priority: int16(clampPriority(p.Priority)), TotalSteps: int32(def.Remaining(start.ID)),
 		ParentExecutionID: parent, CanInheritLock: p.CanInheritLock, EventData: eventData, RestartedFrom: restartedFrom,
 		SessionKey: session,
@@ -202,6 +203,13 @@ func (e *Engine) StartExecution(ctx context.Context, tx pgx.Tx, p StartParams) (
 	// execution's when it runs inline below.
 	if !slotless {
 		if row, err = e.enterLane(ctx, tx, row, inline); err != nil {
+			return nil, err
+		}
+	}
+	// Admission reports the runs it admits; this reports one that stays
+	// pending or starts without a slot.
+	if row.Status == StatusPending || slotless {
+		if err := e.enqueueStatus(ctx, tx, row); err != nil {
 			return nil, err
 		}
 	}
@@ -461,7 +469,7 @@ func (e *Engine) finalize(ctx context.Context, tx pgx.Tx, row *dbsqlc.AgentExecu
 	if err := events.write(ctx, e.q, tx); err != nil {
 		return err
 	}
-	if err := e.enqueueCallback(ctx, tx, row); err != nil {
+	if err := e.enqueueEndCallbacks(ctx, tx, row); err != nil {
 		return err
 	}
 	e.Log(ctx, levelOf(level), msg, "execution_id", row.ExecutionID, "tenant_id", row.TenantID,
@@ -584,7 +592,7 @@ func (e *Engine) RestartTx(ctx context.Context, tx pgx.Tx, tenantID, executionID
 	}
 	fresh, err := e.StartExecution(ctx, tx, StartParams{
 		TenantID: tenantID, WorkflowID: x.WorkflowID, Version: x.Version, ThreadID: old.ThreadKey, Lane: x.Lane,
-		Input: input, Context: execCtx, CorrelationID: x.CorrelationID, CallbackURL: deref(x.CallbackUrl),
+		Input: input, Context: execCtx, CorrelationID: x.CorrelationID, CallbackURL: deref(x.CallbackUrl), CallbackEvents: x.CallbackEvents,
 		Priority: int(x.Priority), SessionKey: deref(x.SessionKey), RestartedFrom: x.ID,
 	})
 	if err != nil {

@@ -140,6 +140,9 @@ func (e *Engine) resume(ctx context.Context, tx pgx.Tx, row *dbsqlc.AgentExecuti
 	if out, err = e.admitResumed(ctx, tx, out); err != nil {
 		return nil, nil, err
 	}
+	if err := e.enqueueStatus(ctx, tx, out); err != nil {
+		return nil, nil, err
+	}
 	attrs := []any{"execution_id", row.ExecutionID, "tenant_id", row.TenantID, "thread_id", row.ThreadID, "correlation_id", row.CorrelationID}
 	e.InfoContext(ctx, msg, append(attrs, "cause", spec.cause, "waiting_for", deref(row.WaitingFor))...)
 	e.DebugContext(ctx, fmt.Sprintf("Updating state: shouldWait=false, lastResponse=%q", workflow.RenderText(vars["lastResponse"])), attrs...)

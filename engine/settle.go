@@ -23,7 +23,7 @@ func settlingRow(res *dbsqlc.ExecutionReserveRow, p *dbsqlc.ExecutionInsertParam
 		RestartedFrom: p.RestartedFrom, CurrentNodeID: p.CurrentNodeID, CurrentStepStartedAt: &started,
 		Input: p.Input, Context: p.Context, Variables: p.Variables, ConversationHistory: json.RawMessage("[]"),
 		NodePath: []string{}, TotalSteps: p.TotalSteps, StepSeq: 1,
-		CorrelationID: p.CorrelationID, IdempotencyKey: p.IdempotencyKey, CallbackUrl: p.CallbackUrl, Priority: p.Priority,
+		CorrelationID: p.CorrelationID, IdempotencyKey: p.IdempotencyKey, CallbackUrl: p.CallbackUrl, CallbackEvents: p.CallbackEvents, Priority: p.Priority,
 		SessionKey: p.SessionKey, CreatedAt: res.CreatedAt, StartedAt: &started, UpdatedAt: res.CreatedAt,
 	}
 }
@@ -79,7 +79,7 @@ func (r *stepRun) insertRow(ctx context.Context, x *dbsqlc.AgentExecution) error
 		ID: x.ID, TenantID: x.TenantID, ExecutionID: x.ExecutionID, WorkflowID: x.WorkflowID, Version: x.Version,
 		Status: x.Status, Lane: x.Lane, ThreadID: x.ThreadID, CanInheritLock: x.CanInheritLock, RestartedFrom: x.RestartedFrom,
 		CurrentNodeID: x.CurrentNodeID, Input: x.Input, Context: x.Context, Variables: x.Variables,
-		CorrelationID: x.CorrelationID, IdempotencyKey: x.IdempotencyKey, CallbackUrl: x.CallbackUrl,
+		CorrelationID: x.CorrelationID, IdempotencyKey: x.IdempotencyKey, CallbackUrl: x.CallbackUrl, CallbackEvents: x.CallbackEvents,
 		Priority: x.Priority, TotalSteps: x.TotalSteps, StepsCompleted: x.StepsCompleted, NodePath: x.NodePath, StepSeq: x.StepSeq,
 		ResultType: x.ResultType, ResultSummary: x.ResultSummary, Result: x.Result,
 		ErrorCode: x.ErrorCode, ErrorMessage: x.ErrorMessage, FailedNodeID: x.FailedNodeID, ErrorDetails: x.ErrorDetails,

@@ -185,6 +185,9 @@ func (e *Engine) scheduleRetry(ctx context.Context, x *dbsqlc.AgentExecution, no
 		}
 		events.add(EventStepRetry, "warn", node.ID,
 			fmt.Sprintf("Tool %s failed at step %s (attempt %d of %d); retrying in %s", node.Task, node.ID, res.attempt, res.policy.Max+1, delay), payload)
+		if err := e.enqueueStepError(ctx, tx, row, res, node.ID, node.Task, delay); err != nil {
+			return err
+		}
 		return events.write(ctx, e.q, tx)
 	})
 	if err != nil || !won {
@@ -220,6 +223,9 @@ func (e *Engine) pauseForBreaker(ctx context.Context, x *dbsqlc.AgentExecution, 
 		}
 		if err != nil {
 			return fmt.Errorf("pausing execution %s: %w", x.ExecutionID, err)
+		}
+		if err := e.enqueueStatus(ctx, tx, row); err != nil {
+			return err
 		}
 		msg := fmt.Sprintf("Step %s waits %s for the circuit breaker of tool %s", node.ID, wait.Round(time.Millisecond), node.Task)
 		events := &eventLog{tenantID: row.TenantID, executionID: row.ID}

@@ -107,6 +107,9 @@ func (r *stepRun) enterWait(ctx context.Context, node *workflow.Node, payload ma
 	if err != nil {
 		return nil, fmt.Errorf("entering wait: %w", err)
 	}
+	if err := r.e.enqueueStatus(ctx, r.tx, row); err != nil {
+		return nil, err
+	}
 	if node.ActionType == workflow.ActionRequestInput {
 		r.events.add(EventInputRequest, "info", node.ID, fmt.Sprintf("Execution %s requests input", row.ExecutionID), inputRequestPayload(row, data))
 		if err := r.e.enqueueInputRequest(ctx, r.tx, row); err != nil {

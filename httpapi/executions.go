@@ -76,7 +76,7 @@ func (s *Server) execute(ctx context.Context, r *request, db dbsqlc.DBTX) (int, 
 		TenantID: r.principal.tenantID, WorkflowID: p.WorkflowID, Version: p.Version, ExecutionID: p.ExecutionID,
 		ThreadID: threadID, Lane: p.Lane, Input: p.Input, Context: p.Context,
 		CorrelationID: r.correlationID, IdempotencyKey: r.envelope.MessageID,
-		CallbackURL: p.ExecutionOptions.CallbackURL, Priority: priority, LaneFirst: true,
+		CallbackURL: p.ExecutionOptions.CallbackURL, CallbackEvents: p.ExecutionOptions.CallbackEvents, Priority: priority, LaneFirst: true,
 	})
 	if err != nil {
 		return 0, nil, err

@@ -1,5 +1,7 @@
 package jobs
 
+import "encoding/json"
+
 // Queues Baton's jobs run in, as in seed 003.
 const (
 	QueueHigh   = "high"
@@ -63,16 +65,23 @@ type WaitTimeoutArgs struct {
 // Kind is the job kind River UI shows.
 func (WaitTimeoutArgs) Kind() string { return "execution.wait_timeout" }
 
-// CallbackArgs post a terminal execution's result to its callback_url.
+// CallbackArgs post a callback to an execution's callback_url
+// (engine.CallbackJob): its result, an input request, a status change or
+// an error.
 type CallbackArgs struct {
 	// ExecutionID is the execution's row id.
 	ExecutionID int64 `json:"execution_id"`
-	// MessageID is the result envelope's message_id, the same on every
-	// retry so that a receiver can drop repeated deliveries.
+	// MessageID is the callback's message_id, the same on every retry so
+	// that a receiver can drop repeated deliveries.
 	MessageID string `json:"message_id"`
 	// InputRequestWaitSeq, when set, makes this the input request of that
-	// wait (seed 003, 5.4) rather than the execution's result.
+	// wait rather than the execution's result.
 	InputRequestWaitSeq int32 `json:"input_request_wait_seq,omitempty"`
+	// Event is "status" or "error" for those callbacks, whose Payload was
+	// taken when the change happened.
+	Event string `json:"event,omitempty"`
+	// Payload is a status or error callback's content.
+	Payload json.RawMessage `json:"payload,omitempty"`
 }
 
 // Kind is the job kind River UI shows.

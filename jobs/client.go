@@ -234,8 +234,9 @@ func (i *Inserter) DeliverNow(ctx context.Context, jobID int64) error {
 }
 
 // InsertCallback enqueues a workflow.callback job on the low queue.
-func (i *Inserter) InsertCallback(ctx context.Context, tx pgx.Tx, executionID int64, messageID string, inputRequestWaitSeq int32) error {
-	_, err := i.Client.InsertTx(ctx, tx, CallbackArgs{ExecutionID: executionID, MessageID: messageID, InputRequestWaitSeq: inputRequestWaitSeq},
+func (i *Inserter) InsertCallback(ctx context.Context, tx pgx.Tx, job engine.CallbackJob) error {
+	_, err := i.Client.InsertTx(ctx, tx, CallbackArgs{ExecutionID: job.ExecutionID, MessageID: job.MessageID,
+		InputRequestWaitSeq: job.InputRequestWaitSeq, Event: job.Event, Payload: job.Payload},
 		&river.InsertOpts{Queue: QueueLow, MaxAttempts: 20})
 	return err
 }

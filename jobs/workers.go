@@ -182,7 +182,8 @@ func (w *CallbackWorker) NextRetry(job *river.Job[CallbackArgs]) time.Time {
 
 // Work posts the result; a refusal that retrying cannot fix cancels the job.
 func (w *CallbackWorker) Work(ctx context.Context, job *river.Job[CallbackArgs]) error {
-	err := w.Engine.SendCallback(ctx, job.Args.ExecutionID, job.Args.MessageID, job.Args.InputRequestWaitSeq)
+	err := w.Engine.SendCallback(ctx, engine.CallbackJob{ExecutionID: job.Args.ExecutionID, MessageID: job.Args.MessageID,
+		InputRequestWaitSeq: job.Args.InputRequestWaitSeq, Event: job.Args.Event, Payload: job.Args.Payload})
 	if errors.Is(err, engine.ErrCallbackRefused) {
 		return river.JobCancel(err)
 	}

@@ -69,7 +69,7 @@ SET status = 'cancelled',
 FROM (SELECT clock_timestamp() AS at) clock
 WHERE id = $4::bigint
   AND status IN ('pending', 'running', 'waiting')
-RETURNING agent_execution.id, agent_execution.tenant_id, agent_execution.execution_id, agent_execution.workflow_id, agent_execution.version, agent_execution.status, agent_execution.lane, agent_execution.session_key, agent_execution.thread_id, agent_execution.parent_execution_id, agent_execution.can_inherit_lock, agent_execution.restarted_from, agent_execution.current_node_id, agent_execution.current_step_started_at, agent_execution.input, agent_execution.context, agent_execution.variables, agent_execution.conversation_history, agent_execution.node_path, agent_execution.steps_completed, agent_execution.total_steps, agent_execution.step_seq, agent_execution.waiting_for, agent_execution.waiting_until, agent_execution.waiting_data, agent_execution.wait_seq, agent_execution.event_data, agent_execution.result_type, agent_execution.result_summary, agent_execution.result, agent_execution.error_code, agent_execution.error_message, agent_execution.failed_node_id, agent_execution.cancelled_by, agent_execution.cancel_reason, agent_execution.correlation_id, agent_execution.idempotency_key, agent_execution.callback_url, agent_execution.priority, agent_execution.created_at, agent_execution.started_at, agent_execution.updated_at, agent_execution.completed_at, agent_execution.node_attempt, agent_execution.error_details, agent_execution.lock_inherited_from, agent_execution.queued_at, agent_execution.admit_first, agent_execution.step_recoveries
+RETURNING agent_execution.id, agent_execution.tenant_id, agent_execution.execution_id, agent_execution.workflow_id, agent_execution.version, agent_execution.status, agent_execution.lane, agent_execution.session_key, agent_execution.thread_id, agent_execution.parent_execution_id, agent_execution.can_inherit_lock, agent_execution.restarted_from, agent_execution.current_node_id, agent_execution.current_step_started_at, agent_execution.input, agent_execution.context, agent_execution.variables, agent_execution.conversation_history, agent_execution.node_path, agent_execution.steps_completed, agent_execution.total_steps, agent_execution.step_seq, agent_execution.waiting_for, agent_execution.waiting_until, agent_execution.waiting_data, agent_execution.wait_seq, agent_execution.event_data, agent_execution.result_type, agent_execution.result_summary, agent_execution.result, agent_execution.error_code, agent_execution.error_message, agent_execution.failed_node_id, agent_execution.cancelled_by, agent_execution.cancel_reason, agent_execution.correlation_id, agent_execution.idempotency_key, agent_execution.callback_url, agent_execution.priority, agent_execution.created_at, agent_execution.started_at, agent_execution.updated_at, agent_execution.completed_at, agent_execution.node_attempt, agent_execution.error_details, agent_execution.lock_inherited_from, agent_execution.queued_at, agent_execution.admit_first, agent_execution.step_recoveries, agent_execution.callback_events
 `
 
 type ExecutionCancelParams struct {
@@ -137,6 +137,7 @@ func (q *Queries) ExecutionCancel(ctx context.Context, db DBTX, arg *ExecutionCa
 		&i.QueuedAt,
 		&i.AdmitFirst,
 		&i.StepRecoveries,
+		&i.CallbackEvents,
 	)
 	return &i, err
 }
@@ -155,7 +156,7 @@ SET current_node_id = $1::text,
 WHERE id = $6::bigint
   AND status = 'running'
   AND step_seq = $7::bigint
-RETURNING id, tenant_id, execution_id, workflow_id, version, status, lane, session_key, thread_id, parent_execution_id, can_inherit_lock, restarted_from, current_node_id, current_step_started_at, input, context, variables, conversation_history, node_path, steps_completed, total_steps, step_seq, waiting_for, waiting_until, waiting_data, wait_seq, event_data, result_type, result_summary, result, error_code, error_message, failed_node_id, cancelled_by, cancel_reason, correlation_id, idempotency_key, callback_url, priority, created_at, started_at, updated_at, completed_at, node_attempt, error_details, lock_inherited_from, queued_at, admit_first, step_recoveries
+RETURNING id, tenant_id, execution_id, workflow_id, version, status, lane, session_key, thread_id, parent_execution_id, can_inherit_lock, restarted_from, current_node_id, current_step_started_at, input, context, variables, conversation_history, node_path, steps_completed, total_steps, step_seq, waiting_for, waiting_until, waiting_data, wait_seq, event_data, result_type, result_summary, result, error_code, error_message, failed_node_id, cancelled_by, cancel_reason, correlation_id, idempotency_key, callback_url, priority, created_at, started_at, updated_at, completed_at, node_attempt, error_details, lock_inherited_from, queued_at, admit_first, step_recoveries, callback_events
 `
 
 type ExecutionCheckpointParams struct {
@@ -229,6 +230,7 @@ func (q *Queries) ExecutionCheckpoint(ctx context.Context, db DBTX, arg *Executi
 		&i.QueuedAt,
 		&i.AdmitFirst,
 		&i.StepRecoveries,
+		&i.CallbackEvents,
 	)
 	return &i, err
 }
@@ -277,7 +279,7 @@ FROM (SELECT clock_timestamp() AS at) clock
 WHERE id = $3::bigint
   AND status IN ('pending', 'running', 'waiting')
   AND ($4::bigint IS NULL OR step_seq = $4::bigint)
-RETURNING agent_execution.id, agent_execution.tenant_id, agent_execution.execution_id, agent_execution.workflow_id, agent_execution.version, agent_execution.status, agent_execution.lane, agent_execution.session_key, agent_execution.thread_id, agent_execution.parent_execution_id, agent_execution.can_inherit_lock, agent_execution.restarted_from, agent_execution.current_node_id, agent_execution.current_step_started_at, agent_execution.input, agent_execution.context, agent_execution.variables, agent_execution.conversation_history, agent_execution.node_path, agent_execution.steps_completed, agent_execution.total_steps, agent_execution.step_seq, agent_execution.waiting_for, agent_execution.waiting_until, agent_execution.waiting_data, agent_execution.wait_seq, agent_execution.event_data, agent_execution.result_type, agent_execution.result_summary, agent_execution.result, agent_execution.error_code, agent_execution.error_message, agent_execution.failed_node_id, agent_execution.cancelled_by, agent_execution.cancel_reason, agent_execution.correlation_id, agent_execution.idempotency_key, agent_execution.callback_url, agent_execution.priority, agent_execution.created_at, agent_execution.started_at, agent_execution.updated_at, agent_execution.completed_at, agent_execution.node_attempt, agent_execution.error_details, agent_execution.lock_inherited_from, agent_execution.queued_at, agent_execution.admit_first, agent_execution.step_recoveries
+RETURNING agent_execution.id, agent_execution.tenant_id, agent_execution.execution_id, agent_execution.workflow_id, agent_execution.version, agent_execution.status, agent_execution.lane, agent_execution.session_key, agent_execution.thread_id, agent_execution.parent_execution_id, agent_execution.can_inherit_lock, agent_execution.restarted_from, agent_execution.current_node_id, agent_execution.current_step_started_at, agent_execution.input, agent_execution.context, agent_execution.variables, agent_execution.conversation_history, agent_execution.node_path, agent_execution.steps_completed, agent_execution.total_steps, agent_execution.step_seq, agent_execution.waiting_for, agent_execution.waiting_until, agent_execution.waiting_data, agent_execution.wait_seq, agent_execution.event_data, agent_execution.result_type, agent_execution.result_summary, agent_execution.result, agent_execution.error_code, agent_execution.error_message, agent_execution.failed_node_id, agent_execution.cancelled_by, agent_execution.cancel_reason, agent_execution.correlation_id, agent_execution.idempotency_key, agent_execution.callback_url, agent_execution.priority, agent_execution.created_at, agent_execution.started_at, agent_execution.updated_at, agent_execution.completed_at, agent_execution.node_attempt, agent_execution.error_details, agent_execution.lock_inherited_from, agent_execution.queued_at, agent_execution.admit_first, agent_execution.step_recoveries, agent_execution.callback_events
 `
 
 type ExecutionFailParams struct {
@@ -347,6 +349,7 @@ func (q *Queries) ExecutionFail(ctx context.Context, db DBTX, arg *ExecutionFail
 		&i.QueuedAt,
 		&i.AdmitFirst,
 		&i.StepRecoveries,
+		&i.CallbackEvents,
 	)
 	return &i, err
 }
@@ -376,7 +379,7 @@ FROM (SELECT clock_timestamp() AS at) clock
 WHERE id = $14::bigint
   AND status = 'running'
   AND step_seq = $15::bigint
-RETURNING agent_execution.id, agent_execution.tenant_id, agent_execution.execution_id, agent_execution.workflow_id, agent_execution.version, agent_execution.status, agent_execution.lane, agent_execution.session_key, agent_execution.thread_id, agent_execution.parent_execution_id, agent_execution.can_inherit_lock, agent_execution.restarted_from, agent_execution.current_node_id, agent_execution.current_step_started_at, agent_execution.input, agent_execution.context, agent_execution.variables, agent_execution.conversation_history, agent_execution.node_path, agent_execution.steps_completed, agent_execution.total_steps, agent_execution.step_seq, agent_execution.waiting_for, agent_execution.waiting_until, agent_execution.waiting_data, agent_execution.wait_seq, agent_execution.event_data, agent_execution.result_type, agent_execution.result_summary, agent_execution.result, agent_execution.error_code, agent_execution.error_message, agent_execution.failed_node_id, agent_execution.cancelled_by, agent_execution.cancel_reason, agent_execution.correlation_id, agent_execution.idempotency_key, agent_execution.callback_url, agent_execution.priority, agent_execution.created_at, agent_execution.started_at, agent_execution.updated_at, agent_execution.completed_at, agent_execution.node_attempt, agent_execution.error_details, agent_execution.lock_inherited_from, agent_execution.queued_at, agent_execution.admit_first, agent_execution.step_recoveries
+RETURNING agent_execution.id, agent_execution.tenant_id, agent_execution.execution_id, agent_execution.workflow_id, agent_execution.version, agent_execution.status, agent_execution.lane, agent_execution.session_key, agent_execution.thread_id, agent_execution.parent_execution_id, agent_execution.can_inherit_lock, agent_execution.restarted_from, agent_execution.current_node_id, agent_execution.current_step_started_at, agent_execution.input, agent_execution.context, agent_execution.variables, agent_execution.conversation_history, agent_execution.node_path, agent_execution.steps_completed, agent_execution.total_steps, agent_execution.step_seq, agent_execution.waiting_for, agent_execution.waiting_until, agent_execution.waiting_data, agent_execution.wait_seq, agent_execution.event_data, agent_execution.result_type, agent_execution.result_summary, agent_execution.result, agent_execution.error_code, agent_execution.error_message, agent_execution.failed_node_id, agent_execution.cancelled_by, agent_execution.cancel_reason, agent_execution.correlation_id, agent_execution.idempotency_key, agent_execution.callback_url, agent_execution.priority, agent_execution.created_at, agent_execution.started_at, agent_execution.updated_at, agent_execution.completed_at, agent_execution.node_attempt, agent_execution.error_details, agent_execution.lock_inherited_from, agent_execution.queued_at, agent_execution.admit_first, agent_execution.step_recoveries, agent_execution.callback_events
 `
 
 type ExecutionFinishStepParams struct {
@@ -467,12 +470,13 @@ func (q *Queries) ExecutionFinishStep(ctx context.Context, db DBTX, arg *Executi
 		&i.QueuedAt,
 		&i.AdmitFirst,
 		&i.StepRecoveries,
+		&i.CallbackEvents,
 	)
 	return &i, err
 }
 
 const executionGetByExecutionID = `-- name: ExecutionGetByExecutionID :one
-SELECT id, tenant_id, execution_id, workflow_id, version, status, lane, session_key, thread_id, parent_execution_id, can_inherit_lock, restarted_from, current_node_id, current_step_started_at, input, context, variables, conversation_history, node_path, steps_completed, total_steps, step_seq, waiting_for, waiting_until, waiting_data, wait_seq, event_data, result_type, result_summary, result, error_code, error_message, failed_node_id, cancelled_by, cancel_reason, correlation_id, idempotency_key, callback_url, priority, created_at, started_at, updated_at, completed_at, node_attempt, error_details, lock_inherited_from, queued_at, admit_first, step_recoveries FROM agent_execution WHERE tenant_id = $1::text AND execution_id = $2::text
+SELECT id, tenant_id, execution_id, workflow_id, version, status, lane, session_key, thread_id, parent_execution_id, can_inherit_lock, restarted_from, current_node_id, current_step_started_at, input, context, variables, conversation_history, node_path, steps_completed, total_steps, step_seq, waiting_for, waiting_until, waiting_data, wait_seq, event_data, result_type, result_summary, result, error_code, error_message, failed_node_id, cancelled_by, cancel_reason, correlation_id, idempotency_key, callback_url, priority, created_at, started_at, updated_at, completed_at, node_attempt, error_details, lock_inherited_from, queued_at, admit_first, step_recoveries, callback_events FROM agent_execution WHERE tenant_id = $1::text AND execution_id = $2::text
 `
 
 type ExecutionGetByExecutionIDParams struct {
@@ -533,12 +537,13 @@ func (q *Queries) ExecutionGetByExecutionID(ctx context.Context, db DBTX, arg *E
 		&i.QueuedAt,
 		&i.AdmitFirst,
 		&i.StepRecoveries,
+		&i.CallbackEvents,
 	)
 	return &i, err
 }
 
 const executionGetByID = `-- name: ExecutionGetByID :one
-SELECT id, tenant_id, execution_id, workflow_id, version, status, lane, session_key, thread_id, parent_execution_id, can_inherit_lock, restarted_from, current_node_id, current_step_started_at, input, context, variables, conversation_history, node_path, steps_completed, total_steps, step_seq, waiting_for, waiting_until, waiting_data, wait_seq, event_data, result_type, result_summary, result, error_code, error_message, failed_node_id, cancelled_by, cancel_reason, correlation_id, idempotency_key, callback_url, priority, created_at, started_at, updated_at, completed_at, node_attempt, error_details, lock_inherited_from, queued_at, admit_first, step_recoveries FROM agent_execution WHERE id = $1::bigint
+SELECT id, tenant_id, execution_id, workflow_id, version, status, lane, session_key, thread_id, parent_execution_id, can_inherit_lock, restarted_from, current_node_id, current_step_started_at, input, context, variables, conversation_history, node_path, steps_completed, total_steps, step_seq, waiting_for, waiting_until, waiting_data, wait_seq, event_data, result_type, result_summary, result, error_code, error_message, failed_node_id, cancelled_by, cancel_reason, correlation_id, idempotency_key, callback_url, priority, created_at, started_at, updated_at, completed_at, node_attempt, error_details, lock_inherited_from, queued_at, admit_first, step_recoveries, callback_events FROM agent_execution WHERE id = $1::bigint
 `
 
 func (q *Queries) ExecutionGetByID(ctx context.Context, db DBTX, id int64) (*AgentExecution, error) {
@@ -594,6 +599,7 @@ func (q *Queries) ExecutionGetByID(ctx context.Context, db DBTX, id int64) (*Age
 		&i.QueuedAt,
 		&i.AdmitFirst,
 		&i.StepRecoveries,
+		&i.CallbackEvents,
 	)
 	return &i, err
 }
@@ -620,17 +626,17 @@ const executionInsert = `-- name: ExecutionInsert :one
 INSERT INTO agent_execution (
     tenant_id, execution_id, workflow_id, version, status, lane, thread_id,
     parent_execution_id, can_inherit_lock, restarted_from, current_node_id,
-    input, context, variables, correlation_id, idempotency_key, callback_url,
+    input, context, variables, correlation_id, idempotency_key, callback_url, callback_events,
     priority, total_steps, event_data, session_key
 )
 VALUES (
     $1, $2, $3, $4, 'pending', $5, $6,
     $7, $8, $9, $10,
     $11, $12, $13, $14,
-    $15, $16,
-    $17, $18, $19, $20
+    $15, $16, $17::text[],
+    $18, $19, $20, $21
 )
-RETURNING id, tenant_id, execution_id, workflow_id, version, status, lane, session_key, thread_id, parent_execution_id, can_inherit_lock, restarted_from, current_node_id, current_step_started_at, input, context, variables, conversation_history, node_path, steps_completed, total_steps, step_seq, waiting_for, waiting_until, waiting_data, wait_seq, event_data, result_type, result_summary, result, error_code, error_message, failed_node_id, cancelled_by, cancel_reason, correlation_id, idempotency_key, callback_url, priority, created_at, started_at, updated_at, completed_at, node_attempt, error_details, lock_inherited_from, queued_at, admit_first, step_recoveries
+RETURNING id, tenant_id, execution_id, workflow_id, version, status, lane, session_key, thread_id, parent_execution_id, can_inherit_lock, restarted_from, current_node_id, current_step_started_at, input, context, variables, conversation_history, node_path, steps_completed, total_steps, step_seq, waiting_for, waiting_until, waiting_data, wait_seq, event_data, result_type, result_summary, result, error_code, error_message, failed_node_id, cancelled_by, cancel_reason, correlation_id, idempotency_key, callback_url, priority, created_at, started_at, updated_at, completed_at, node_attempt, error_details, lock_inherited_from, queued_at, admit_first, step_recoveries, callback_events
 `
 
 type ExecutionInsertParams struct {
@@ -650,6 +656,7 @@ type ExecutionInsertParams struct {
 	CorrelationID     string
 	IdempotencyKey    *string
 	CallbackUrl       *string
+	CallbackEvents    []string
 	Priority          int16
 	TotalSteps        int32
 	EventData         json.RawMessage
@@ -675,6 +682,7 @@ func (q *Queries) ExecutionInsert(ctx context.Context, db DBTX, arg *ExecutionIn
 		arg.CorrelationID,
 		arg.IdempotencyKey,
 		arg.CallbackUrl,
+		arg.CallbackEvents,
 		arg.Priority,
 		arg.TotalSteps,
 		arg.EventData,
@@ -731,6 +739,7 @@ func (q *Queries) ExecutionInsert(ctx context.Context, db DBTX, arg *ExecutionIn
 		&i.QueuedAt,
 		&i.AdmitFirst,
 		&i.StepRecoveries,
+		&i.CallbackEvents,
 	)
 	return &i, err
 }
@@ -739,7 +748,7 @@ const executionInsertSettled = `-- name: ExecutionInsertSettled :one
 INSERT INTO agent_execution (
     id, tenant_id, execution_id, workflow_id, version, status, lane, thread_id,
     can_inherit_lock, restarted_from, current_node_id,
-    input, context, variables, correlation_id, idempotency_key, callback_url,
+    input, context, variables, correlation_id, idempotency_key, callback_url, callback_events,
     priority, total_steps, steps_completed, node_path, step_seq,
     result_type, result_summary, result, error_code, error_message, failed_node_id, error_details,
     created_at, started_at, current_step_started_at, completed_at, updated_at, session_key
@@ -748,17 +757,18 @@ SELECT
     $1, $2, $3, $4, $5, $6, $7, $8,
     $9, $10, $11,
     $12, $13, $14, $15, $16, $17,
-    $18, $19, $20, $21::text[], $22,
-    $23, $24, $25,
-    $26, $27, $28, $29,
-    $30, $31, $31,
+    $18::text[],
+    $19, $20, $21, $22::text[], $23,
+    $24, $25, $26,
+    $27, $28, $29, $30,
+    $31, $32, $32,
     -- One clock reading, after started_at, for an ended row's completed_at
     -- and for updated_at.
     CASE WHEN $6::execution_status IN ('completed', 'failed') THEN clock.at END,
     clock.at,
-    $32
+    $33
 FROM (SELECT clock_timestamp() AS at) clock
-RETURNING id, tenant_id, execution_id, workflow_id, version, status, lane, session_key, thread_id, parent_execution_id, can_inherit_lock, restarted_from, current_node_id, current_step_started_at, input, context, variables, conversation_history, node_path, steps_completed, total_steps, step_seq, waiting_for, waiting_until, waiting_data, wait_seq, event_data, result_type, result_summary, result, error_code, error_message, failed_node_id, cancelled_by, cancel_reason, correlation_id, idempotency_key, callback_url, priority, created_at, started_at, updated_at, completed_at, node_attempt, error_details, lock_inherited_from, queued_at, admit_first, step_recoveries
+RETURNING id, tenant_id, execution_id, workflow_id, version, status, lane, session_key, thread_id, parent_execution_id, can_inherit_lock, restarted_from, current_node_id, current_step_started_at, input, context, variables, conversation_history, node_path, steps_completed, total_steps, step_seq, waiting_for, waiting_until, waiting_data, wait_seq, event_data, result_type, result_summary, result, error_code, error_message, failed_node_id, cancelled_by, cancel_reason, correlation_id, idempotency_key, callback_url, priority, created_at, started_at, updated_at, completed_at, node_attempt, error_details, lock_inherited_from, queued_at, admit_first, step_recoveries, callback_events
 `
 
 type ExecutionInsertSettledParams struct {
@@ -779,6 +789,7 @@ type ExecutionInsertSettledParams struct {
 	CorrelationID  string
 	IdempotencyKey *string
 	CallbackUrl    *string
+	CallbackEvents []string
 	Priority       int16
 	TotalSteps     int32
 	StepsCompleted int32
@@ -818,6 +829,7 @@ func (q *Queries) ExecutionInsertSettled(ctx context.Context, db DBTX, arg *Exec
 		arg.CorrelationID,
 		arg.IdempotencyKey,
 		arg.CallbackUrl,
+		arg.CallbackEvents,
 		arg.Priority,
 		arg.TotalSteps,
 		arg.StepsCompleted,
@@ -885,6 +897,7 @@ func (q *Queries) ExecutionInsertSettled(ctx context.Context, db DBTX, arg *Exec
 		&i.QueuedAt,
 		&i.AdmitFirst,
 		&i.StepRecoveries,
+		&i.CallbackEvents,
 	)
 	return &i, err
 }
@@ -1003,7 +1016,7 @@ func (q *Queries) ExecutionLockFamily(ctx context.Context, db DBTX, id int64) ([
 }
 
 const executionLockForStep = `-- name: ExecutionLockForStep :one
-SELECT id, tenant_id, execution_id, workflow_id, version, status, lane, session_key, thread_id, parent_execution_id, can_inherit_lock, restarted_from, current_node_id, current_step_started_at, input, context, variables, conversation_history, node_path, steps_completed, total_steps, step_seq, waiting_for, waiting_until, waiting_data, wait_seq, event_data, result_type, result_summary, result, error_code, error_message, failed_node_id, cancelled_by, cancel_reason, correlation_id, idempotency_key, callback_url, priority, created_at, started_at, updated_at, completed_at, node_attempt, error_details, lock_inherited_from, queued_at, admit_first, step_recoveries
+SELECT id, tenant_id, execution_id, workflow_id, version, status, lane, session_key, thread_id, parent_execution_id, can_inherit_lock, restarted_from, current_node_id, current_step_started_at, input, context, variables, conversation_history, node_path, steps_completed, total_steps, step_seq, waiting_for, waiting_until, waiting_data, wait_seq, event_data, result_type, result_summary, result, error_code, error_message, failed_node_id, cancelled_by, cancel_reason, correlation_id, idempotency_key, callback_url, priority, created_at, started_at, updated_at, completed_at, node_attempt, error_details, lock_inherited_from, queued_at, admit_first, step_recoveries, callback_events
 FROM agent_execution
 WHERE id = $1::bigint
   AND status = 'running'
@@ -1071,6 +1084,7 @@ func (q *Queries) ExecutionLockForStep(ctx context.Context, db DBTX, arg *Execut
 		&i.QueuedAt,
 		&i.AdmitFirst,
 		&i.StepRecoveries,
+		&i.CallbackEvents,
 	)
 	return &i, err
 }
@@ -1083,7 +1097,7 @@ SET step_recoveries = step_recoveries + 1,
 WHERE id = $1::bigint
   AND status = 'running'
   AND step_seq = $2::bigint
-RETURNING id, tenant_id, execution_id, workflow_id, version, status, lane, session_key, thread_id, parent_execution_id, can_inherit_lock, restarted_from, current_node_id, current_step_started_at, input, context, variables, conversation_history, node_path, steps_completed, total_steps, step_seq, waiting_for, waiting_until, waiting_data, wait_seq, event_data, result_type, result_summary, result, error_code, error_message, failed_node_id, cancelled_by, cancel_reason, correlation_id, idempotency_key, callback_url, priority, created_at, started_at, updated_at, completed_at, node_attempt, error_details, lock_inherited_from, queued_at, admit_first, step_recoveries
+RETURNING id, tenant_id, execution_id, workflow_id, version, status, lane, session_key, thread_id, parent_execution_id, can_inherit_lock, restarted_from, current_node_id, current_step_started_at, input, context, variables, conversation_history, node_path, steps_completed, total_steps, step_seq, waiting_for, waiting_until, waiting_data, wait_seq, event_data, result_type, result_summary, result, error_code, error_message, failed_node_id, cancelled_by, cancel_reason, correlation_id, idempotency_key, callback_url, priority, created_at, started_at, updated_at, completed_at, node_attempt, error_details, lock_inherited_from, queued_at, admit_first, step_recoveries, callback_events
 `
 
 type ExecutionMarkRecoveredParams struct {
@@ -1147,6 +1161,7 @@ func (q *Queries) ExecutionMarkRecovered(ctx context.Context, db DBTX, arg *Exec
 		&i.QueuedAt,
 		&i.AdmitFirst,
 		&i.StepRecoveries,
+		&i.CallbackEvents,
 	)
 	return &i, err
 }
@@ -1251,7 +1266,7 @@ SET status = 'running',
 FROM (SELECT clock_timestamp() AS at) clock
 WHERE id = $1::bigint
   AND status = 'pending'
-RETURNING agent_execution.id, agent_execution.tenant_id, agent_execution.execution_id, agent_execution.workflow_id, agent_execution.version, agent_execution.status, agent_execution.lane, agent_execution.session_key, agent_execution.thread_id, agent_execution.parent_execution_id, agent_execution.can_inherit_lock, agent_execution.restarted_from, agent_execution.current_node_id, agent_execution.current_step_started_at, agent_execution.input, agent_execution.context, agent_execution.variables, agent_execution.conversation_history, agent_execution.node_path, agent_execution.steps_completed, agent_execution.total_steps, agent_execution.step_seq, agent_execution.waiting_for, agent_execution.waiting_until, agent_execution.waiting_data, agent_execution.wait_seq, agent_execution.event_data, agent_execution.result_type, agent_execution.result_summary, agent_execution.result, agent_execution.error_code, agent_execution.error_message, agent_execution.failed_node_id, agent_execution.cancelled_by, agent_execution.cancel_reason, agent_execution.correlation_id, agent_execution.idempotency_key, agent_execution.callback_url, agent_execution.priority, agent_execution.created_at, agent_execution.started_at, agent_execution.updated_at, agent_execution.completed_at, agent_execution.node_attempt, agent_execution.error_details, agent_execution.lock_inherited_from, agent_execution.queued_at, agent_execution.admit_first, agent_execution.step_recoveries
+RETURNING agent_execution.id, agent_execution.tenant_id, agent_execution.execution_id, agent_execution.workflow_id, agent_execution.version, agent_execution.status, agent_execution.lane, agent_execution.session_key, agent_execution.thread_id, agent_execution.parent_execution_id, agent_execution.can_inherit_lock, agent_execution.restarted_from, agent_execution.current_node_id, agent_execution.current_step_started_at, agent_execution.input, agent_execution.context, agent_execution.variables, agent_execution.conversation_history, agent_execution.node_path, agent_execution.steps_completed, agent_execution.total_steps, agent_execution.step_seq, agent_execution.waiting_for, agent_execution.waiting_until, agent_execution.waiting_data, agent_execution.wait_seq, agent_execution.event_data, agent_execution.result_type, agent_execution.result_summary, agent_execution.result, agent_execution.error_code, agent_execution.error_message, agent_execution.failed_node_id, agent_execution.cancelled_by, agent_execution.cancel_reason, agent_execution.correlation_id, agent_execution.idempotency_key, agent_execution.callback_url, agent_execution.priority, agent_execution.created_at, agent_execution.started_at, agent_execution.updated_at, agent_execution.completed_at, agent_execution.node_attempt, agent_execution.error_details, agent_execution.lock_inherited_from, agent_execution.queued_at, agent_execution.admit_first, agent_execution.step_recoveries, agent_execution.callback_events
 `
 
 func (q *Queries) ExecutionStart(ctx context.Context, db DBTX, id int64) (*AgentExecution, error) {
@@ -1307,6 +1322,7 @@ func (q *Queries) ExecutionStart(ctx context.Context, db DBTX, id int64) (*Agent
 		&i.QueuedAt,
 		&i.AdmitFirst,
 		&i.StepRecoveries,
+		&i.CallbackEvents,
 	)
 	return &i, err
 }
@@ -1319,7 +1335,7 @@ WHERE id = $1::bigint
   AND status = 'running'
   AND step_seq = $2::bigint
   AND node_attempt = $3::integer
-RETURNING id, tenant_id, execution_id, workflow_id, version, status, lane, session_key, thread_id, parent_execution_id, can_inherit_lock, restarted_from, current_node_id, current_step_started_at, input, context, variables, conversation_history, node_path, steps_completed, total_steps, step_seq, waiting_for, waiting_until, waiting_data, wait_seq, event_data, result_type, result_summary, result, error_code, error_message, failed_node_id, cancelled_by, cancel_reason, correlation_id, idempotency_key, callback_url, priority, created_at, started_at, updated_at, completed_at, node_attempt, error_details, lock_inherited_from, queued_at, admit_first, step_recoveries
+RETURNING id, tenant_id, execution_id, workflow_id, version, status, lane, session_key, thread_id, parent_execution_id, can_inherit_lock, restarted_from, current_node_id, current_step_started_at, input, context, variables, conversation_history, node_path, steps_completed, total_steps, step_seq, waiting_for, waiting_until, waiting_data, wait_seq, event_data, result_type, result_summary, result, error_code, error_message, failed_node_id, cancelled_by, cancel_reason, correlation_id, idempotency_key, callback_url, priority, created_at, started_at, updated_at, completed_at, node_attempt, error_details, lock_inherited_from, queued_at, admit_first, step_recoveries, callback_events
 `
 
 type ExecutionToolRetryParams struct {
@@ -1385,12 +1401,13 @@ func (q *Queries) ExecutionToolRetry(ctx context.Context, db DBTX, arg *Executio
 		&i.QueuedAt,
 		&i.AdmitFirst,
 		&i.StepRecoveries,
+		&i.CallbackEvents,
 	)
 	return &i, err
 }
 
 const executionViewByExecutionID = `-- name: ExecutionViewByExecutionID :one
-SELECT e.id, e.tenant_id, e.execution_id, e.workflow_id, e.version, e.status, e.lane, e.session_key, e.thread_id, e.parent_execution_id, e.can_inherit_lock, e.restarted_from, e.current_node_id, e.current_step_started_at, e.input, e.context, e.variables, e.conversation_history, e.node_path, e.steps_completed, e.total_steps, e.step_seq, e.waiting_for, e.waiting_until, e.waiting_data, e.wait_seq, e.event_data, e.result_type, e.result_summary, e.result, e.error_code, e.error_message, e.failed_node_id, e.cancelled_by, e.cancel_reason, e.correlation_id, e.idempotency_key, e.callback_url, e.priority, e.created_at, e.started_at, e.updated_at, e.completed_at, e.node_attempt, e.error_details, e.lock_inherited_from, e.queued_at, e.admit_first, e.step_recoveries, t.thread_id AS thread_key, p.execution_id AS parent_key, r.execution_id AS restarted_from_key
+SELECT e.id, e.tenant_id, e.execution_id, e.workflow_id, e.version, e.status, e.lane, e.session_key, e.thread_id, e.parent_execution_id, e.can_inherit_lock, e.restarted_from, e.current_node_id, e.current_step_started_at, e.input, e.context, e.variables, e.conversation_history, e.node_path, e.steps_completed, e.total_steps, e.step_seq, e.waiting_for, e.waiting_until, e.waiting_data, e.wait_seq, e.event_data, e.result_type, e.result_summary, e.result, e.error_code, e.error_message, e.failed_node_id, e.cancelled_by, e.cancel_reason, e.correlation_id, e.idempotency_key, e.callback_url, e.priority, e.created_at, e.started_at, e.updated_at, e.completed_at, e.node_attempt, e.error_details, e.lock_inherited_from, e.queued_at, e.admit_first, e.step_recoveries, e.callback_events, t.thread_id AS thread_key, p.execution_id AS parent_key, r.execution_id AS restarted_from_key
 FROM agent_execution e
 JOIN thread t ON t.id = e.thread_id
 LEFT JOIN agent_execution p ON p.id = e.parent_execution_id
@@ -1463,6 +1480,7 @@ func (q *Queries) ExecutionViewByExecutionID(ctx context.Context, db DBTX, arg *
 		&i.AgentExecution.QueuedAt,
 		&i.AgentExecution.AdmitFirst,
 		&i.AgentExecution.StepRecoveries,
+		&i.AgentExecution.CallbackEvents,
 		&i.ThreadKey,
 		&i.ParentKey,
 		&i.RestartedFromKey,
@@ -1471,7 +1489,7 @@ func (q *Queries) ExecutionViewByExecutionID(ctx context.Context, db DBTX, arg *
 }
 
 const executionViewList = `-- name: ExecutionViewList :many
-SELECT e.id, e.tenant_id, e.execution_id, e.workflow_id, e.version, e.status, e.lane, e.session_key, e.thread_id, e.parent_execution_id, e.can_inherit_lock, e.restarted_from, e.current_node_id, e.current_step_started_at, e.input, e.context, e.variables, e.conversation_history, e.node_path, e.steps_completed, e.total_steps, e.step_seq, e.waiting_for, e.waiting_until, e.waiting_data, e.wait_seq, e.event_data, e.result_type, e.result_summary, e.result, e.error_code, e.error_message, e.failed_node_id, e.cancelled_by, e.cancel_reason, e.correlation_id, e.idempotency_key, e.callback_url, e.priority, e.created_at, e.started_at, e.updated_at, e.completed_at, e.node_attempt, e.error_details, e.lock_inherited_from, e.queued_at, e.admit_first, e.step_recoveries, t.thread_id AS thread_key, p.execution_id AS parent_key, r.execution_id AS restarted_from_key
+SELECT e.id, e.tenant_id, e.execution_id, e.workflow_id, e.version, e.status, e.lane, e.session_key, e.thread_id, e.parent_execution_id, e.can_inherit_lock, e.restarted_from, e.current_node_id, e.current_step_started_at, e.input, e.context, e.variables, e.conversation_history, e.node_path, e.steps_completed, e.total_steps, e.step_seq, e.waiting_for, e.waiting_until, e.waiting_data, e.wait_seq, e.event_data, e.result_type, e.result_summary, e.result, e.error_code, e.error_message, e.failed_node_id, e.cancelled_by, e.cancel_reason, e.correlation_id, e.idempotency_key, e.callback_url, e.priority, e.created_at, e.started_at, e.updated_at, e.completed_at, e.node_attempt, e.error_details, e.lock_inherited_from, e.queued_at, e.admit_first, e.step_recoveries, e.callback_events, t.thread_id AS thread_key, p.execution_id AS parent_key, r.execution_id AS restarted_from_key
 FROM agent_execution e
 JOIN thread t ON t.id = e.thread_id
 LEFT JOIN agent_execution p ON p.id = e.parent_execution_id
@@ -1572,6 +1590,7 @@ func (q *Queries) ExecutionViewList(ctx context.Context, db DBTX, arg *Execution
 			&i.AgentExecution.QueuedAt,
 			&i.AgentExecution.AdmitFirst,
 			&i.AgentExecution.StepRecoveries,
+			&i.AgentExecution.CallbackEvents,
 			&i.ThreadKey,
 			&i.ParentKey,
 			&i.RestartedFromKey,

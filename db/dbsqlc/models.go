@@ -210,6 +210,7 @@ type AgentExecution struct {
 	QueuedAt             *time.Time
 	AdmitFirst           bool
 	StepRecoveries       int32
+	CallbackEvents       []string
 }
 
 type BatonProcess struct {

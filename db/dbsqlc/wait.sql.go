@@ -30,7 +30,7 @@ FROM (SELECT clock_timestamp() AS at) clock
 WHERE id = $8::bigint
   AND status = 'waiting'
   AND wait_seq = $9::integer
-RETURNING agent_execution.id, agent_execution.tenant_id, agent_execution.execution_id, agent_execution.workflow_id, agent_execution.version, agent_execution.status, agent_execution.lane, agent_execution.session_key, agent_execution.thread_id, agent_execution.parent_execution_id, agent_execution.can_inherit_lock, agent_execution.restarted_from, agent_execution.current_node_id, agent_execution.current_step_started_at, agent_execution.input, agent_execution.context, agent_execution.variables, agent_execution.conversation_history, agent_execution.node_path, agent_execution.steps_completed, agent_execution.total_steps, agent_execution.step_seq, agent_execution.waiting_for, agent_execution.waiting_until, agent_execution.waiting_data, agent_execution.wait_seq, agent_execution.event_data, agent_execution.result_type, agent_execution.result_summary, agent_execution.result, agent_execution.error_code, agent_execution.error_message, agent_execution.failed_node_id, agent_execution.cancelled_by, agent_execution.cancel_reason, agent_execution.correlation_id, agent_execution.idempotency_key, agent_execution.callback_url, agent_execution.priority, agent_execution.created_at, agent_execution.started_at, agent_execution.updated_at, agent_execution.completed_at, agent_execution.node_attempt, agent_execution.error_details, agent_execution.lock_inherited_from, agent_execution.queued_at, agent_execution.admit_first, agent_execution.step_recoveries
+RETURNING agent_execution.id, agent_execution.tenant_id, agent_execution.execution_id, agent_execution.workflow_id, agent_execution.version, agent_execution.status, agent_execution.lane, agent_execution.session_key, agent_execution.thread_id, agent_execution.parent_execution_id, agent_execution.can_inherit_lock, agent_execution.restarted_from, agent_execution.current_node_id, agent_execution.current_step_started_at, agent_execution.input, agent_execution.context, agent_execution.variables, agent_execution.conversation_history, agent_execution.node_path, agent_execution.steps_completed, agent_execution.total_steps, agent_execution.step_seq, agent_execution.waiting_for, agent_execution.waiting_until, agent_execution.waiting_data, agent_execution.wait_seq, agent_execution.event_data, agent_execution.result_type, agent_execution.result_summary, agent_execution.result, agent_execution.error_code, agent_execution.error_message, agent_execution.failed_node_id, agent_execution.cancelled_by, agent_execution.cancel_reason, agent_execution.correlation_id, agent_execution.idempotency_key, agent_execution.callback_url, agent_execution.priority, agent_execution.created_at, agent_execution.started_at, agent_execution.updated_at, agent_execution.completed_at, agent_execution.node_attempt, agent_execution.error_details, agent_execution.lock_inherited_from, agent_execution.queued_at, agent_execution.admit_first, agent_execution.step_recoveries, agent_execution.callback_events
 `
 
 type ExecutionEndWaitParams struct {
@@ -109,6 +109,7 @@ func (q *Queries) ExecutionEndWait(ctx context.Context, db DBTX, arg *ExecutionE
 		&i.QueuedAt,
 		&i.AdmitFirst,
 		&i.StepRecoveries,
+		&i.CallbackEvents,
 	)
 	return &i, err
 }
@@ -131,7 +132,7 @@ SET status = 'waiting',
 WHERE id = $9::bigint
   AND status = 'running'
   AND step_seq = $10::bigint
-RETURNING id, tenant_id, execution_id, workflow_id, version, status, lane, session_key, thread_id, parent_execution_id, can_inherit_lock, restarted_from, current_node_id, current_step_started_at, input, context, variables, conversation_history, node_path, steps_completed, total_steps, step_seq, waiting_for, waiting_until, waiting_data, wait_seq, event_data, result_type, result_summary, result, error_code, error_message, failed_node_id, cancelled_by, cancel_reason, correlation_id, idempotency_key, callback_url, priority, created_at, started_at, updated_at, completed_at, node_attempt, error_details, lock_inherited_from, queued_at, admit_first, step_recoveries
+RETURNING id, tenant_id, execution_id, workflow_id, version, status, lane, session_key, thread_id, parent_execution_id, can_inherit_lock, restarted_from, current_node_id, current_step_started_at, input, context, variables, conversation_history, node_path, steps_completed, total_steps, step_seq, waiting_for, waiting_until, waiting_data, wait_seq, event_data, result_type, result_summary, result, error_code, error_message, failed_node_id, cancelled_by, cancel_reason, correlation_id, idempotency_key, callback_url, priority, created_at, started_at, updated_at, completed_at, node_attempt, error_details, lock_inherited_from, queued_at, admit_first, step_recoveries, callback_events
 `
 
 type ExecutionEnterWaitParams struct {
@@ -212,12 +213,13 @@ func (q *Queries) ExecutionEnterWait(ctx context.Context, db DBTX, arg *Executio
 		&i.QueuedAt,
 		&i.AdmitFirst,
 		&i.StepRecoveries,
+		&i.CallbackEvents,
 	)
 	return &i, err
 }
 
 const executionLockByExecutionID = `-- name: ExecutionLockByExecutionID :one
-SELECT id, tenant_id, execution_id, workflow_id, version, status, lane, session_key, thread_id, parent_execution_id, can_inherit_lock, restarted_from, current_node_id, current_step_started_at, input, context, variables, conversation_history, node_path, steps_completed, total_steps, step_seq, waiting_for, waiting_until, waiting_data, wait_seq, event_data, result_type, result_summary, result, error_code, error_message, failed_node_id, cancelled_by, cancel_reason, correlation_id, idempotency_key, callback_url, priority, created_at, started_at, updated_at, completed_at, node_attempt, error_details, lock_inherited_from, queued_at, admit_first, step_recoveries
+SELECT id, tenant_id, execution_id, workflow_id, version, status, lane, session_key, thread_id, parent_execution_id, can_inherit_lock, restarted_from, current_node_id, current_step_started_at, input, context, variables, conversation_history, node_path, steps_completed, total_steps, step_seq, waiting_for, waiting_until, waiting_data, wait_seq, event_data, result_type, result_summary, result, error_code, error_message, failed_node_id, cancelled_by, cancel_reason, correlation_id, idempotency_key, callback_url, priority, created_at, started_at, updated_at, completed_at, node_attempt, error_details, lock_inherited_from, queued_at, admit_first, step_recoveries, callback_events
 FROM agent_execution
 WHERE tenant_id = $1::text
   AND execution_id = $2::text
@@ -282,12 +284,13 @@ func (q *Queries) ExecutionLockByExecutionID(ctx context.Context, db DBTX, arg *
 		&i.QueuedAt,
 		&i.AdmitFirst,
 		&i.StepRecoveries,
+		&i.CallbackEvents,
 	)
 	return &i, err
 }
 
 const executionLockWaiting = `-- name: ExecutionLockWaiting :one
-SELECT id, tenant_id, execution_id, workflow_id, version, status, lane, session_key, thread_id, parent_execution_id, can_inherit_lock, restarted_from, current_node_id, current_step_started_at, input, context, variables, conversation_history, node_path, steps_completed, total_steps, step_seq, waiting_for, waiting_until, waiting_data, wait_seq, event_data, result_type, result_summary, result, error_code, error_message, failed_node_id, cancelled_by, cancel_reason, correlation_id, idempotency_key, callback_url, priority, created_at, started_at, updated_at, completed_at, node_attempt, error_details, lock_inherited_from, queued_at, admit_first, step_recoveries
+SELECT id, tenant_id, execution_id, workflow_id, version, status, lane, session_key, thread_id, parent_execution_id, can_inherit_lock, restarted_from, current_node_id, current_step_started_at, input, context, variables, conversation_history, node_path, steps_completed, total_steps, step_seq, waiting_for, waiting_until, waiting_data, wait_seq, event_data, result_type, result_summary, result, error_code, error_message, failed_node_id, cancelled_by, cancel_reason, correlation_id, idempotency_key, callback_url, priority, created_at, started_at, updated_at, completed_at, node_attempt, error_details, lock_inherited_from, queued_at, admit_first, step_recoveries, callback_events
 FROM agent_execution
 WHERE id = $1::bigint
   AND status = 'waiting'
@@ -355,12 +358,13 @@ func (q *Queries) ExecutionLockWaiting(ctx context.Context, db DBTX, arg *Execut
 		&i.QueuedAt,
 		&i.AdmitFirst,
 		&i.StepRecoveries,
+		&i.CallbackEvents,
 	)
 	return &i, err
 }
 
 const executionLockWaitingMatches = `-- name: ExecutionLockWaitingMatches :many
-SELECT e.id, e.tenant_id, e.execution_id, e.workflow_id, e.version, e.status, e.lane, e.session_key, e.thread_id, e.parent_execution_id, e.can_inherit_lock, e.restarted_from, e.current_node_id, e.current_step_started_at, e.input, e.context, e.variables, e.conversation_history, e.node_path, e.steps_completed, e.total_steps, e.step_seq, e.waiting_for, e.waiting_until, e.waiting_data, e.wait_seq, e.event_data, e.result_type, e.result_summary, e.result, e.error_code, e.error_message, e.failed_node_id, e.cancelled_by, e.cancel_reason, e.correlation_id, e.idempotency_key, e.callback_url, e.priority, e.created_at, e.started_at, e.updated_at, e.completed_at, e.node_attempt, e.error_details, e.lock_inherited_from, e.queued_at, e.admit_first, e.step_recoveries, (t.active_execution_id IS NOT DISTINCT FROM e.id)::boolean AS holds_lock
+SELECT e.id, e.tenant_id, e.execution_id, e.workflow_id, e.version, e.status, e.lane, e.session_key, e.thread_id, e.parent_execution_id, e.can_inherit_lock, e.restarted_from, e.current_node_id, e.current_step_started_at, e.input, e.context, e.variables, e.conversation_history, e.node_path, e.steps_completed, e.total_steps, e.step_seq, e.waiting_for, e.waiting_until, e.waiting_data, e.wait_seq, e.event_data, e.result_type, e.result_summary, e.result, e.error_code, e.error_message, e.failed_node_id, e.cancelled_by, e.cancel_reason, e.correlation_id, e.idempotency_key, e.callback_url, e.priority, e.created_at, e.started_at, e.updated_at, e.completed_at, e.node_attempt, e.error_details, e.lock_inherited_from, e.queued_at, e.admit_first, e.step_recoveries, e.callback_events, (t.active_execution_id IS NOT DISTINCT FROM e.id)::boolean AS holds_lock
 FROM agent_execution e
 JOIN thread t ON t.id = e.thread_id
 WHERE e.tenant_id = $1::text
@@ -453,6 +457,7 @@ func (q *Queries) ExecutionLockWaitingMatches(ctx context.Context, db DBTX, arg 
 			&i.AgentExecution.QueuedAt,
 			&i.AgentExecution.AdmitFirst,
 			&i.AgentExecution.StepRecoveries,
+			&i.AgentExecution.CallbackEvents,
 			&i.HoldsLock,
 		); err != nil {
 			return nil, err
@@ -481,7 +486,7 @@ SET status = 'running',
 WHERE id = $5::bigint
   AND status = 'waiting'
   AND wait_seq = $6::integer
-RETURNING id, tenant_id, execution_id, workflow_id, version, status, lane, session_key, thread_id, parent_execution_id, can_inherit_lock, restarted_from, current_node_id, current_step_started_at, input, context, variables, conversation_history, node_path, steps_completed, total_steps, step_seq, waiting_for, waiting_until, waiting_data, wait_seq, event_data, result_type, result_summary, result, error_code, error_message, failed_node_id, cancelled_by, cancel_reason, correlation_id, idempotency_key, callback_url, priority, created_at, started_at, updated_at, completed_at, node_attempt, error_details, lock_inherited_from, queued_at, admit_first, step_recoveries
+RETURNING id, tenant_id, execution_id, workflow_id, version, status, lane, session_key, thread_id, parent_execution_id, can_inherit_lock, restarted_from, current_node_id, current_step_started_at, input, context, variables, conversation_history, node_path, steps_completed, total_steps, step_seq, waiting_for, waiting_until, waiting_data, wait_seq, event_data, result_type, result_summary, result, error_code, error_message, failed_node_id, cancelled_by, cancel_reason, correlation_id, idempotency_key, callback_url, priority, created_at, started_at, updated_at, completed_at, node_attempt, error_details, lock_inherited_from, queued_at, admit_first, step_recoveries, callback_events
 `
 
 type ExecutionResumeParams struct {
@@ -554,6 +559,7 @@ func (q *Queries) ExecutionResume(ctx context.Context, db DBTX, arg *ExecutionRe
 		&i.QueuedAt,
 		&i.AdmitFirst,
 		&i.StepRecoveries,
+		&i.CallbackEvents,
 	)
 	return &i, err
 }
@@ -569,7 +575,7 @@ SET waiting_until = $1::timestamptz,
 WHERE id = $4::bigint
   AND status = 'waiting'
   AND wait_seq = $5::integer
-RETURNING id, tenant_id, execution_id, workflow_id, version, status, lane, session_key, thread_id, parent_execution_id, can_inherit_lock, restarted_from, current_node_id, current_step_started_at, input, context, variables, conversation_history, node_path, steps_completed, total_steps, step_seq, waiting_for, waiting_until, waiting_data, wait_seq, event_data, result_type, result_summary, result, error_code, error_message, failed_node_id, cancelled_by, cancel_reason, correlation_id, idempotency_key, callback_url, priority, created_at, started_at, updated_at, completed_at, node_attempt, error_details, lock_inherited_from, queued_at, admit_first, step_recoveries
+RETURNING id, tenant_id, execution_id, workflow_id, version, status, lane, session_key, thread_id, parent_execution_id, can_inherit_lock, restarted_from, current_node_id, current_step_started_at, input, context, variables, conversation_history, node_path, steps_completed, total_steps, step_seq, waiting_for, waiting_until, waiting_data, wait_seq, event_data, result_type, result_summary, result, error_code, error_message, failed_node_id, cancelled_by, cancel_reason, correlation_id, idempotency_key, callback_url, priority, created_at, started_at, updated_at, completed_at, node_attempt, error_details, lock_inherited_from, queued_at, admit_first, step_recoveries, callback_events
 `
 
 type ExecutionRewaitParams struct {
@@ -641,6 +647,7 @@ func (q *Queries) ExecutionRewait(ctx context.Context, db DBTX, arg *ExecutionRe
 		&i.QueuedAt,
 		&i.AdmitFirst,
 		&i.StepRecoveries,
+		&i.CallbackEvents,
 	)
 	return &i, err
 }
@@ -652,7 +659,7 @@ SET waiting_data = $1::jsonb,
 WHERE id = $2::bigint
   AND status = 'waiting'
   AND wait_seq = $3::integer
-RETURNING id, tenant_id, execution_id, workflow_id, version, status, lane, session_key, thread_id, parent_execution_id, can_inherit_lock, restarted_from, current_node_id, current_step_started_at, input, context, variables, conversation_history, node_path, steps_completed, total_steps, step_seq, waiting_for, waiting_until, waiting_data, wait_seq, event_data, result_type, result_summary, result, error_code, error_message, failed_node_id, cancelled_by, cancel_reason, correlation_id, idempotency_key, callback_url, priority, created_at, started_at, updated_at, completed_at, node_attempt, error_details, lock_inherited_from, queued_at, admit_first, step_recoveries
+RETURNING id, tenant_id, execution_id, workflow_id, version, status, lane, session_key, thread_id, parent_execution_id, can_inherit_lock, restarted_from, current_node_id, current_step_started_at, input, context, variables, conversation_history, node_path, steps_completed, total_steps, step_seq, waiting_for, waiting_until, waiting_data, wait_seq, event_data, result_type, result_summary, result, error_code, error_message, failed_node_id, cancelled_by, cancel_reason, correlation_id, idempotency_key, callback_url, priority, created_at, started_at, updated_at, completed_at, node_attempt, error_details, lock_inherited_from, queued_at, admit_first, step_recoveries, callback_events
 `
 
 type ExecutionSetWaitingDataParams struct {
@@ -715,6 +722,7 @@ func (q *Queries) ExecutionSetWaitingData(ctx context.Context, db DBTX, arg *Exe
 		&i.QueuedAt,
 		&i.AdmitFirst,
 		&i.StepRecoveries,
+		&i.CallbackEvents,
 	)
 	return &i, err
 }

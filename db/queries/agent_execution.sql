@@ -24,14 +24,14 @@ SELECT nextval(pg_get_serial_sequence('agent_execution', 'id'))::bigint AS id,
 INSERT INTO agent_execution (
     tenant_id, execution_id, workflow_id, version, status, lane, thread_id,
     parent_execution_id, can_inherit_lock, restarted_from, current_node_id,
-    input, context, variables, correlation_id, idempotency_key, callback_url,
+    input, context, variables, correlation_id, idempotency_key, callback_url, callback_events,
     priority, total_steps, event_data, session_key
 )
 VALUES (
     @tenant_id, @execution_id, @workflow_id, @version, 'pending', @lane, @thread_id,
     sqlc.narg('parent_execution_id'), @can_inherit_lock, sqlc.narg('restarted_from'), @current_node_id,
     @input, @context, @variables, @correlation_id,
-    sqlc.narg('idempotency_key'), sqlc.narg('callback_url'),
+    sqlc.narg('idempotency_key'), sqlc.narg('callback_url'), sqlc.narg('callback_events')::text[],
     @priority, @total_steps, sqlc.narg('event_data'), sqlc.narg('session_key')
 )
 RETURNING *;
@@ -43,7 +43,7 @@ RETURNING *;
 INSERT INTO agent_execution (
     id, tenant_id, execution_id, workflow_id, version, status, lane, thread_id,
     can_inherit_lock, restarted_from, current_node_id,
-    input, context, variables, correlation_id, idempotency_key, callback_url,
+    input, context, variables, correlation_id, idempotency_key, callback_url, callback_events,
     priority, total_steps, steps_completed, node_path, step_seq,
     result_type, result_summary, result, error_code, error_message, failed_node_id, error_details,
     created_at, started_at, current_step_started_at, completed_at, updated_at, session_key
@@ -52,6 +52,7 @@ SELECT
     @id, @tenant_id, @execution_id, @workflow_id, @version, @status, @lane, @thread_id,
     @can_inherit_lock, sqlc.narg('restarted_from'), @current_node_id,
     @input, @context, @variables, @correlation_id, sqlc.narg('idempotency_key'), sqlc.narg('callback_url'),
+    sqlc.narg('callback_events')::text[],
     @priority, @total_steps, @steps_completed, @node_path::text[], @step_seq,
     sqlc.narg('result_type'), sqlc.narg('result_summary'), sqlc.narg('result'),
     sqlc.narg('error_code'), sqlc.narg('error_message'), sqlc.narg('failed_node_id'), sqlc.narg('error_details'),
