@@ -59,7 +59,7 @@ func (c *timedChannel) count() int {
 	return len(c.sent)
 }
 
-// cmdDemo plays the seeds' recruiting story end to end, in-process, on a
+// cmdDemo plays a recruiting story end to end, in-process, on a
 // scratch database, and prints the thread's timeline and the execution tree.
 func cmdDemo(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
@@ -124,7 +124,7 @@ func cmdDemo(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 	}
 	began := time.Now()
-	say("\nThe recruiting story on thread %s (seeds 000 and 001):\n", demoThread)
+	say("\nThe recruiting story on thread %s:\n", demoThread)
 
 	step := func(format string, a ...any) {
 		say("  %5.1fs  %s", time.Since(began).Seconds(), fmt.Sprintf(format, a...))

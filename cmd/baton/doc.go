@@ -5,7 +5,7 @@
 //	baton migrate   apply River's and Baton's migrations
 //	baton dev       a private PostgreSQL (unless DATABASE_URL is set), migrated, with an example workflow, served without auth
 //	baton token     mint an API token
-//	baton demo      the seeds' recruiting story, end to end, on a scratch database
+//	baton demo      a recruiting story, end to end, on a scratch database
 //	baton bench     measure Baton against bare River and the commit rate
 //	baton monitor   the monitoring views as tables (--watch, --json)
 //

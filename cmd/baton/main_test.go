@@ -201,7 +201,7 @@ func TestDevServesTheExample(t *testing.T) {
 	require.Contains(t, string(body), `"welcome_back"`)
 }
 
-// baton demo plays the seeds' story and prints it in the seeds' order.
+// baton demo plays the recruiting story and prints it in order.
 func TestDemoTellsTheStoryInOrder(t *testing.T) {
 	t.Parallel()
 	out, err := command(t, []string{"DATABASE_URL=" + pgtest.ServerURL()}, "demo").CombinedOutput()
