@@ -1,9 +1,9 @@
 """WorkflowEngineClient, a Python client of Baton's API.
 
-The class WorkflowEngineClient below is kept exactly as written in the
-specification Baton implements. That text uses names it neither imports nor
-defines; the imports and the exception class WorkflowEngineError above it
-are the only additions. run_client.py shows how to use it.
+The class WorkflowEngineClient below is kept exactly as first written,
+unedited. It uses names it neither imports nor defines; the imports and
+the exception class WorkflowEngineError above it are the only additions.
+run_client.py shows how to use it.
 """
 import time
 import uuid
