@@ -36,7 +36,7 @@ lint-openapi:
 build:
 	go build -o bin/baton ./cmd/baton
 
-# Benchmarks of issues 3, 4 and 5 (resume latency, timeout lateness, thread
+# Engine benchmarks (resume latency, timeout lateness, thread
 # throughput and turn wait, inbound reply and lane admission). Not part of
 # `make test`, which only compiles them.
 bench:
@@ -51,12 +51,12 @@ PEERSFLAGS ?=
 bench-peers:
 	cd bench/peers && go run . $(PEERSFLAGS)
 
-# Fuzz targets for untrusted input (issue "Untrusted workflows"): definitions,
+# Fuzz targets for untrusted input: definitions,
 # conditions, templates, /queue commands, request envelopes. Each runs for
 # FUZZTIME, one target per `go test` (as -fuzz requires); FUZZFLAGS adds
 # flags such as -parallel=1. A crasher is written to the package's
 # testdata/fuzz/<target>/ and from then on fails `make test`.
-# `make test` already runs the seed corpora as ordinary tests.
+# `make test` already runs the fuzz seed corpora as ordinary tests.
 .PHONY: fuzz
 FUZZTIME ?= 30s
 FUZZFLAGS ?=

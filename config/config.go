@@ -100,7 +100,7 @@ type Messages struct {
 	Queue Queue `json:"queue"`
 }
 
-// Queue is the global inbound queue settings (seed 004).
+// Queue is the global inbound queue settings.
 type Queue struct {
 	// Mode is steer, followup, collect (default), steer-backlog, interrupt
 	// or queue.
@@ -132,7 +132,7 @@ type Tool struct {
 	// Timeout bounds a call when the node and workflow set none. Default:
 	// the engine's (30s).
 	Timeout Duration `json:"timeout"`
-	// Retry is the tool's retry policy; nil means the seed's per class.
+	// Retry is the tool's retry policy; nil means the built-in one per class.
 	Retry *Retry `json:"retry"`
 	// Breaker configures the tool's circuit breaker.
 	Breaker Breaker `json:"breaker"`

@@ -11,7 +11,7 @@ import (
 	"github.com/batonrun/baton/engine/workflow"
 )
 
-// DESIGN.md's example file, verbatim.
+// An example config file in the shape docs/configuration.md shows.
 const designExample = `{
   agents:   { defaults: { maxConcurrent: 4 } },          // limit of lane ` + "`main`" + `
   lanes:    { subagent: 8, cron: 2 },                    // other lanes; unlisted lanes get 1

@@ -1,5 +1,5 @@
 // Package config reads Baton's configuration file (BATON_CONFIG): JSON5, of
-// which plain JSON is a part, in the shape DESIGN.md "Configuration" gives.
+// which plain JSON is a part, in the shape docs/configuration.md gives.
 // It is parsed with github.com/titanous/json5 (a maintained, tagged fork of
 // the yosuke-furukawa decoder that follows the JSON5 spec: comments,
 // unquoted keys, trailing commas, single quotes), then decoded strictly into

@@ -17,7 +17,7 @@ import (
 	"github.com/batonrun/baton/jobs"
 )
 
-// Benchmarks of issues 3, 4 and 5. They report latencies with b.ReportMetric
+// Engine benchmarks. They report latencies with b.ReportMetric
 // and are run by `make bench`; `make test` only compiles them.
 
 type benchBundle struct {

@@ -59,7 +59,7 @@ func newMessageID() string {
 	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
 }
 
-// resultStatus is the seed 4.3 status of a terminal execution.
+// resultStatus is the result callback's status of a terminal execution.
 func resultStatus(s ExecutionStatus) string {
 	switch s {
 	case StatusCompleted:
@@ -72,9 +72,9 @@ func resultStatus(s ExecutionStatus) string {
 	return "failed"
 }
 
-// ResultEnvelope builds the seed 4.3 WorkflowResultMessage of a terminal
-// execution. messageID is the callback's stable id, so a receiver can drop
-// repeated deliveries. A stored result that is not a JSON object is an
+// ResultEnvelope builds the result callback's WorkflowResultMessage of a
+// terminal execution. messageID is the callback's stable id, so a receiver
+// can drop repeated deliveries. A stored result that is not a JSON object is an
 // error.
 func ResultEnvelope(x *Execution, messageID string) (map[string]any, error) {
 	var errView any

@@ -21,7 +21,7 @@ import (
 
 // A callback receiver that answers 500 to the first two deliveries of every
 // message still ends with exactly one verified result per execution, in the
-// seed 4.3 shape.
+// shape of the result callback (docs/api.md, "Callbacks").
 func TestCallbackRetriedUntilAccepted(t *testing.T) {
 	t.Parallel()
 	const secret = "callback-secret-of-32-bytes-long"
@@ -131,8 +131,8 @@ func TestCallbackHostNotAllowed(t *testing.T) {
 	require.Equal(t, 5, countRows(t, b.pool, `SELECT count(*) FROM agent_execution WHERE tenant_id = $1`, b.tenant))
 }
 
-// An execution that asks for input calls back with the input request (seed
-// 003, 5.4), then, once answered and ended, with its result.
+// An execution that asks for input calls back with the input request, then,
+// once answered and ended, with its result.
 func TestInputRequestCallback(t *testing.T) {
 	t.Parallel()
 	const secret = "callback-secret-of-32-bytes-long"

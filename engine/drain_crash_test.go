@@ -92,7 +92,7 @@ func newWorker(t *testing.T, url, hookURL string) *worker {
 	return &worker{pool: pool, engine: eng, client: client, gate: g}
 }
 
-// Issue 4: the worker dies in the middle of delivering a drain (the webhook
+// The worker dies in the middle of delivering a drain (the webhook
 // hangs on a message, the River client is stopped with its jobs cancelled
 // and its pool closed). A new worker on its own pool sends the rest in
 // order: the receiver sees each message id at most twice (at least once

@@ -98,7 +98,7 @@ type Config struct {
 	// connection checked against the list. A client given here is used as
 	// is.
 	HTTPClient *http.Client
-	// Metrics receives durations and counts (seed 003, 7.5). Nil means none
+	// Metrics receives durations and counts for /metrics. Nil means none
 	// are reported.
 	Metrics Metrics
 	// LaneLimits are the lanes' concurrency limits by name

@@ -10,7 +10,7 @@ import (
 	"github.com/batonrun/baton/db/dbsqlc"
 )
 
-// Event actions written to execution_event (API.md, "WebSocket").
+// Event actions written to execution_event (docs/api.md, "WebSocket").
 const (
 	EventStarted          = "workflow.started"
 	EventStepUpdate       = "workflow.step_update"
@@ -27,10 +27,10 @@ const (
 	EventStepRetry = "workflow.step_retry"
 )
 
-// StreamedActions are the event actions the WebSocket stream serves (API.md,
-// "WebSocket"); other rows of the event log (such as template warnings) stay
-// in the execution's log only. Actions the engine does not produce yet are
-// listed so that they stream as soon as it does.
+// StreamedActions are the event actions the WebSocket stream serves
+// (docs/api.md, "WebSocket"); other rows of the event log (such as
+// template warnings) stay in the execution's log only. Actions the engine
+// does not produce yet are listed so that they stream as soon as it does.
 var StreamedActions = []string{
 	EventStarted, EventStepUpdate, "workflow.waiting", "workflow.input_request", EventCompleted,
 	"thread.typing", "thread.message_queued", EventMessageDelivered, "thread.lock_acquired", "thread.lock_released",

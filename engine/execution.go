@@ -13,7 +13,7 @@ import (
 // ExecutionStatus is an execution's state.
 type ExecutionStatus = dbsqlc.ExecutionStatus
 
-// Execution states (DESIGN.md, "The state machine").
+// Execution states (status in docs/api.md, "Execution").
 const (
 	StatusPending   = dbsqlc.ExecutionStatusPending
 	StatusRunning   = dbsqlc.ExecutionStatusRunning

@@ -120,7 +120,7 @@ func admittedInOrder(t *testing.T, eng *engine.Engine, tenant string) {
 	require.True(t, sort.SliceIsSorted(order, func(i, j int) bool { return order[i] < order[j] }), "tenant %s admitted out of order: %v", tenant, order)
 }
 
-// Issue 16: tenant A starts 200 one-second runs in main (limit 4) through
+// Tenant A starts 200 one-second runs in main (limit 4) through
 // two processes; tenant B then starts one. B's run is admitted within about
 // one slot-free time (a second), not after A's 50-second backlog. A sampler
 // never sees main over its limit, and each tenant's runs are admitted in

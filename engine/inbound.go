@@ -13,7 +13,7 @@ import (
 	"github.com/batonrun/baton/engine/workflow"
 )
 
-// Outcomes of an inbound message (API.md, thread.inbound).
+// Outcomes of an inbound message (docs/api.md, thread.inbound).
 const (
 	OutcomeResumed = "resumed"
 	OutcomeStarted = "started"
@@ -113,8 +113,8 @@ func (e *Engine) lockSession(ctx context.Context, tx pgx.Tx, tenantID, threadKey
 	return s, nil
 }
 
-// ReceiveInboundTx routes a user's message (seed 004; DESIGN.md "Lanes and
-// inbound messages") in tx: the message is stored before the answer, so a
+// ReceiveInboundTx routes a user's message (docs/architecture.md, "How an
+// execution moves") in tx: the message is stored before the answer, so a
 // 202 means it is in Postgres. In order: a /queue command; a run waiting
 // for response on the thread is resumed; a session run is active (pending
 // or running) → the queue mode; otherwise a run of the thread's default

@@ -13,8 +13,7 @@ import (
 	"github.com/batonrun/baton/engine/workflow"
 )
 
-// Lanes named by the seeds (seed 004; DESIGN.md "Lanes and inbound
-// messages").
+// Built-in lanes (docs/architecture.md, "How an execution moves").
 const (
 	LaneMain     = "main"
 	LaneSubagent = "subagent"
@@ -33,15 +32,15 @@ var DefaultLaneLimits = map[string]int{LaneMain: 4, LaneSubagent: 8, LaneCron: 2
 const dispatchRetryDelay = 50 * time.Millisecond
 
 // queuedNotice is how long a run may wait for admission before its start
-// logs "queued for Nms" (seed 004: "más de ~2 s").
+// logs "queued for Nms".
 const queuedNotice = 2 * time.Second
 
 // EventAdmitted is the event of a run admitted to its lane after it waited
 // for a slot.
 const EventAdmitted = "workflow.admitted"
 
-// Lock order and why admission may run inline (DESIGN.md, "Lock order":
-// lane rows, global then session, before thread rows before execution rows).
+// Lock order and why admission may run inline. Lock order: lane rows,
+// global then session, before thread rows before execution rows.
 //
 // Transactions that start with no row locks — the inbound router, the
 // lane.dispatch job, the sweep — take lane rows with LaneLock, waiting, in

@@ -433,8 +433,8 @@ func TestSessionLaneAcrossTwoProcesses(t *testing.T) {
 	}
 }
 
-// A run admitted after waiting more than 2 s for a slot says so (seed 004:
-// "queued for …ms"), in the log and as a workflow.admitted event; one
+// A run admitted after waiting more than 2 s for a slot says so ("queued
+// for …ms"), in the log and as a workflow.admitted event; one
 // admitted at once says nothing.
 func TestQueuedNoticeAfterTwoSeconds(t *testing.T) {
 	t.Parallel()

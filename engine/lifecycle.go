@@ -15,8 +15,8 @@ import (
 	"github.com/batonrun/baton/db/dbsqlc"
 )
 
-// StartParams describe a new execution (seed 003, 4.2, with API.md's
-// additions).
+// StartParams describe a new execution (docs/api.md, payload of
+// workflow.execute).
 type StartParams struct {
 	// TenantID owns the execution. Required.
 	TenantID string
@@ -65,7 +65,7 @@ type StartParams struct {
 	RestartedFrom int64
 	// LaneFirst says tx holds no lane, thread or execution row yet (an API
 	// request's own transaction): the start then waits for its lane's row
-	// first, in lock order (DESIGN.md, "Lock order"), and is admitted in
+	// first, in lock order (lane, thread, execution rows), and is admitted in
 	// its own transaction, instead of trying the row after its thread's
 	// and, when another transaction holds it, staying pending for a
 	// lane.dispatch job. Under concurrent starts that turns a job hop per
@@ -101,7 +101,7 @@ func (e *Engine) StartExecution(ctx context.Context, tx pgx.Tx, p StartParams) (
 	}
 	// A child's lane is the trigger_agent parameter, else its definition's,
 	// else subagent; an API-started run's is the payload's, else the
-	// definition's, else main (DESIGN.md, "Decisions: Lanes").
+	// definition's, else main.
 	lane := p.Lane
 	if lane == "" {
 		lane = def.Lane
@@ -414,7 +414,7 @@ func (e *Engine) lostTransition(ctx context.Context, db dbsqlc.DBTX, id int64, t
 // whose caller holds the execution's thread row: it releases or hands back
 // the thread lock and wakes the drain, writes the workflow.completed event,
 // enqueues the workflow.callback job when the execution has a callback_url,
-// and logs the seed's line.
+// and logs "Execution … completed with result: …".
 func (e *Engine) finalize(ctx context.Context, tx pgx.Tx, row *dbsqlc.AgentExecution, events *eventLog, fin finish) error {
 	if events == nil {
 		events = &eventLog{tenantID: row.TenantID, executionID: row.ID}
@@ -487,7 +487,8 @@ func executionInsertError(err error, executionID string) error {
 	return fmt.Errorf("inserting execution: %w", err)
 }
 
-// completedStatus is the payload status of workflow.completed (API.md).
+// completedStatus is the payload status of workflow.completed (docs/api.md,
+// "WebSocket").
 func completedStatus(s ExecutionStatus) string {
 	switch s {
 	case StatusCompleted:

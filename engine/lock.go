@@ -12,7 +12,7 @@ import (
 	"github.com/batonrun/baton/db/dbsqlc"
 )
 
-// Event actions of thread locks and queued messages (API.md, "WebSocket").
+// Event actions of thread locks and queued messages (docs/api.md, "WebSocket").
 const (
 	EventLockAcquired   = "thread.lock_acquired"
 	EventLockReleased   = "thread.lock_released"
@@ -25,7 +25,7 @@ const (
 const outboxLockBase int64 = 1 << 62
 
 // lockThread takes the thread row FOR UPDATE. Every transaction that changes
-// an execution takes its thread first (DESIGN.md, "Lock order": thread rows
+// an execution takes its thread first (lock order: thread rows
 // before execution rows), so steps, cancellations, drains and hand-backs of
 // one thread queue behind each other instead of deadlocking.
 func (e *Engine) lockThread(ctx context.Context, tx pgx.Tx, threadID int64) (*dbsqlc.Thread, error) {
@@ -46,7 +46,7 @@ type sendDecision struct {
 }
 
 // acquireForSend decides, under the thread row lock, whether x may talk on
-// the thread now (seed 001; DESIGN.md "Thread locks" and "Decisions: Locks"):
+// the thread now (one voice per thread, docs/architecture.md):
 // free → take; own → refresh; held by an ancestor x may inherit from → take
 // over; stale → clear, then take unless others' messages are queued; else
 // queue. A free lock with queued messages belongs to the drain: newcomers
@@ -313,8 +313,8 @@ func (e *Engine) lockReleased(ctx context.Context, x *dbsqlc.AgentExecution, t *
 // serves before it re-arms itself.
 const maxHeadsPerDrain = 50
 
-// DrainThread delivers a thread's queued messages in FIFO order (DESIGN.md,
-// "Decisions: Locks"): executions are served in the order of each one's
+// DrainThread delivers a thread's queued messages in FIFO order:
+// executions are served in the order of each one's
 // first queued message, each execution's messages in their own order; a head
 // whose execution is live becomes the holder and the drain stops; a finished
 // one's messages go out and the drain goes on. A live, fresh holder means

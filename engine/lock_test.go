@@ -113,7 +113,7 @@ func (b *testBundle) waitDelivered(t *testing.T, thread string, n int) []string 
 	return b.deliveredBodies(t, thread)
 }
 
-// Seed 001, scenario 1: agent A holds the thread; agent B's message queues
+// Two independent agents: agent A holds the thread; agent B's message queues
 // and goes out when A releases the lock.
 func TestLockScenarioIndependentAgents(t *testing.T) {
 	t.Parallel()
@@ -146,7 +146,7 @@ func TestLockScenarioIndependentAgents(t *testing.T) {
 	}, 10*time.Second, 20*time.Millisecond)
 }
 
-// Seed 001, scenario 3: agent A hangs holding the lock; after the lock
+// A stale lock: agent A hangs holding the lock; after the lock
 // timeout agent B finds it stale, clears it and talks.
 func TestLockScenarioStaleLock(t *testing.T) {
 	t.Parallel()

@@ -2,7 +2,7 @@ package engine
 
 import "time"
 
-// Metrics receives the engine's in-process measurements (seed 003, 7.5). The
+// Metrics receives the engine's in-process measurements for /metrics. The
 // engine calls it only after the transaction that made a transition has
 // committed, except for CancelTx, whose transaction belongs to the caller and
 // which reports when the cancellation is written. Implementations must be

@@ -11,7 +11,8 @@ import (
 	"github.com/batonrun/baton/engine/workflow"
 )
 
-// Resume event types an API client may publish (seed 000).
+// Resume event types an API client may publish (docs/api.md, "Events:
+// resume payloads").
 const (
 	EventTypeMessageReceived    = "MESSAGE_RECEIVED"
 	EventTypeDocumentUploaded   = "DOCUMENT_UPLOADED"
@@ -33,7 +34,7 @@ var eventWaitingFor = map[string]string{
 	EventTypeEventCompleted:     "event",
 }
 
-// PublishEventParams describe a resume event (API.md, POST /events).
+// PublishEventParams describe a resume event (docs/api.md, POST /events).
 type PublishEventParams struct {
 	// TenantID owns the event.
 	TenantID string
@@ -124,8 +125,8 @@ func (e *Engine) PublishEventTx(ctx context.Context, tx pgx.Tx, p PublishEventPa
 	}
 	out := &EventResult{EventID: p.EventID, Resumed: []string{}, Buffered: []string{}, Recorded: []string{}}
 	if p.EventType == EventTypeMessageReceived && p.ExecutionID == "" && p.ThreadID != "" {
-		// A user's message on a thread: the inbound router decides (DESIGN.md,
-		// "Waits and events"), with the event_id as the message's id.
+		// A user's message on a thread: the inbound router decides, with
+		// the event_id as the message's id.
 		if err := e.routeMessageEvent(ctx, tx, p, out); err != nil {
 			return nil, err
 		}

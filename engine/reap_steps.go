@@ -10,8 +10,8 @@ import (
 	"github.com/batonrun/baton/db/dbsqlc"
 )
 
-// The step reaper (DESIGN.md, "Decisions: Steps": "a Baton reaper
-// re-enqueues a step for any running execution with no live step job").
+// The step reaper re-enqueues a step for any running execution with no live
+// step job (docs/architecture.md, "How an execution moves").
 //
 // A running execution moves only through its execution.step job. Every
 // transition that makes an execution running enqueues that job in its own
@@ -80,7 +80,7 @@ func (e *Engine) rescueStep(ctx context.Context, r *dbsqlc.ExecutionListStranded
 	var events *eventLog
 	err = e.WithTx(ctx, func(tx pgx.Tx) error {
 		events, recovered, failed = nil, false, false // WithTx may run this again
-		// The thread first, then the execution (DESIGN.md, "Lock order").
+		// The thread first, then the execution, in lock order.
 		if _, err := e.lockThread(ctx, tx, r.ThreadID); err != nil {
 			return err
 		}

@@ -15,7 +15,7 @@ const EventRestarted = "workflow.restarted"
 
 // RestartTx starts a fresh execution with the workflow version, input,
 // context, thread, lane, priority and callback of an existing one, linked to
-// it by restarted_from (seed 000: "reiniciar ejecución"), in tx. A live
+// it by restarted_from, in tx. A live
 // execution is cancelled first, by cancelledBy (default "user") with reason
 // (default "restarted"); a terminal one stays as it is. A restarted child
 // runs on its own: no parent waits for the new execution.

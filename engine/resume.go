@@ -150,7 +150,7 @@ func (e *Engine) resume(ctx context.Context, tx pgx.Tx, row *dbsqlc.AgentExecuti
 	return out, def, nil
 }
 
-// InputParams answer an execution's input request (seed 003, 4.4).
+// InputParams answer an execution's input request (POST …/input).
 type InputParams struct {
 	// TenantID owns the execution.
 	TenantID string

@@ -77,7 +77,7 @@ func (e *Engine) RunStepAttempt(ctx context.Context, executionID, stepSeq int64,
 	err = e.WithTx(ctx, func(tx pgx.Tx) error {
 		// WithTx may run this again: start from what the call returned.
 		run, pre = nil, called
-		// The thread first, then the execution (DESIGN.md, "Lock order").
+		// The thread first, then the execution, in lock order.
 		thread, err := e.lockThread(ctx, tx, snap.ThreadID)
 		if err != nil {
 			return err
@@ -102,7 +102,7 @@ func (e *Engine) RunStepAttempt(ctx context.Context, executionID, stepSeq int64,
 		rerun := steered > 0 && pre != nil && e.tools.isLLM(deref(row.CurrentNodeID), def)
 		if rerun {
 			// The model answered without the steered messages: its answer is
-			// discarded and the node runs again (DESIGN.md, "Steer"), from a
+			// discarded and the node runs again (queue mode steer), from a
 			// checkpoint at the same node.
 			run.events.add("workflow.steered", "info", deref(row.CurrentNodeID),
 				fmt.Sprintf("Discarding the answer of node %s: %d steered message(s) arrived during the call", deref(row.CurrentNodeID), steered),

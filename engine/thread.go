@@ -14,7 +14,7 @@ import (
 	"github.com/batonrun/baton/db/dbsqlc"
 )
 
-// QueueSettings are a session's inbound queue settings (seed 004).
+// QueueSettings are a session's inbound queue settings.
 type QueueSettings struct {
 	// Mode is steer, followup, collect, steer-backlog, interrupt or queue.
 	Mode string `json:"mode,omitempty"`
@@ -26,7 +26,7 @@ type QueueSettings struct {
 	Drop string `json:"drop,omitempty"`
 }
 
-// DefaultQueueSettings are the built-in settings (DESIGN.md: collect,
+// DefaultQueueSettings are the built-in settings (collect,
 // debounce 1000 ms, cap 20, drop summarize).
 var DefaultQueueSettings = EffectiveQueueSettings{Mode: "collect", DebounceMS: 1000, Cap: 20, Drop: "summarize",
 	Sources: map[string]string{"mode": "default", "debounce_ms": "default", "cap": "default", "drop": "default"}}

@@ -28,7 +28,7 @@ func (e *Engine) HandleWaitTimeout(ctx context.Context, executionID int64, waitS
 		return fmt.Errorf("reading execution %d: %w", executionID, err)
 	}
 	return e.WithTx(ctx, func(tx pgx.Tx) error {
-		// The thread first, then the execution (DESIGN.md, "Lock order"):
+		// The thread first, then the execution, in lock order:
 		// timeout actions may talk on the thread and a timeout may finalize.
 		thread, err := e.lockThread(ctx, tx, snap.ThreadID)
 		if err != nil {
@@ -102,7 +102,7 @@ func (e *Engine) timeoutLocked(ctx context.Context, tx pgx.Tx, thread *dbsqlc.Th
 	switch policy {
 	case OnTimeoutContinue:
 		if node.ActionType == workflow.ActionRequestInput {
-			// The defaults become the input (seed 003, "defaults").
+			// The defaults become the input (the node's "default" parameter).
 			defaults, _ := params["default"].(map[string]any)
 			for k, v := range defaults {
 				run.vars[k] = v

@@ -57,7 +57,7 @@ func (t *toolResult) retryDelay() time.Duration {
 }
 
 // failure turns a failed call that will not be retried into the
-// execution's failure, with the seed's retryable and retry_after_ms.
+// execution's failure, with the error's retryable and retry_after_ms.
 func (t *toolResult) failure(node *workflow.Node) *stepFailure {
 	details := map[string]any{
 		"tool_id": node.Task, "step_id": node.ID, "error_type": string(t.err.Class),
@@ -205,8 +205,8 @@ func (e *Engine) scheduleRetry(ctx context.Context, x *dbsqlc.AgentExecution, no
 const EventStepPaused = "workflow.step_paused"
 
 // pauseForBreaker takes a running execution whose tool's circuit breaker is
-// open off its lane until the breaker lets a probe through (DESIGN.md,
-// "Decisions: Lanes"): running → pending, with queued_at at that moment, so
+// open off its lane until the breaker lets a probe through:
+// running → pending, with queued_at at that moment, so
 // its slot goes to other work meanwhile; a lane.dispatch job due then admits
 // it again, ahead of new work. The workflow.step_paused event says why it is
 // not moving. One transaction, which also completes the step job; a job

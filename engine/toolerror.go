@@ -14,7 +14,7 @@ import (
 	"github.com/batonrun/baton/engine/workflow"
 )
 
-// Error codes written on failed executions (seed 003, 7.2).
+// Error codes written on failed executions.
 const (
 	// CodeStepFailed is a node that could not run: a bad condition, an
 	// unknown node, a step job that ran out of attempts.
@@ -29,7 +29,7 @@ const (
 	CodeTimeout = "workflow.execute.timeout"
 )
 
-// ToolErrorClass is how a tool failure is handled (seed 003, 7.3).
+// ToolErrorClass is how a tool failure is handled.
 type ToolErrorClass string
 
 // Tool error classes.
@@ -177,8 +177,8 @@ const (
 	BackoffLinear      = "linear"
 )
 
-// defaultPolicy is the seed's policy of a class when neither the node nor
-// the tool sets one (seed 003, 7.3).
+// defaultPolicy is the built-in policy of a class when neither the node nor
+// the tool sets one.
 func defaultPolicy(c ToolErrorClass) workflow.RetryPolicy {
 	switch c {
 	case ClassService:

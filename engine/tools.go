@@ -40,7 +40,7 @@ type ToolCall struct {
 
 // ToolFunc is a Go-registered tool. Its result becomes the node's output.
 // Returning a *ToolError chooses how the failure is handled; any other error
-// is a retryable step error (seed 003, 7.3).
+// is a retryable step error.
 type ToolFunc func(ctx context.Context, call ToolCall) (map[string]any, error)
 
 // Tool types of a ToolSpec.
@@ -65,7 +65,7 @@ type ToolSpec struct {
 	// timeout. Zero means the engine's ToolTimeout.
 	Timeout time.Duration
 	// Retry is the tool's retry policy when the node sets none. Nil means
-	// the seed's policy of each error class (service 5, timeout 3, step 3).
+	// the built-in policy of each error class (service 5, timeout 3, step 3).
 	Retry *workflow.RetryPolicy
 	// Breaker configures the tool's circuit breaker.
 	Breaker BreakerSettings
@@ -113,7 +113,7 @@ func (t *Tools) SetHTTPClient(c *http.Client) {
 }
 
 // Register adds or replaces a Go tool with the default spec (engine
-// timeout, the seed's retry policies, a breaker of 5 failures and 30 s).
+// timeout, the built-in retry policies, a breaker of 5 failures and 30 s).
 func (t *Tools) Register(name string, fn ToolFunc) {
 	t.RegisterFunc(name, fn, ToolSpec{Type: ToolTypeGo})
 }

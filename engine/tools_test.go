@@ -69,7 +69,7 @@ func documentWorkflow(t *testing.T) string {
 	return string(raw)
 }
 
-// Seed 003's document-processing workflow against an http tool: both
+// The document-processing workflow of testdata against an http tool: both
 // branches, node_path, and the step events in order and shape.
 func TestDocumentProcessorBranchesWithHTTPTool(t *testing.T) {
 	t.Parallel()

@@ -12,11 +12,11 @@ import (
 )
 
 // EventAgentCompleted is written on a parent when the child it waits for
-// ends (seed 000, AGENT_COMPLETED).
+// ends, resuming it with cause AGENT_COMPLETED.
 const EventAgentCompleted = "workflow.agent_completed"
 
-// triggerAgent runs a trigger_agent node (seed 000 "Wait for Agent", seed
-// 001 "Herencia de Bloqueo"): it starts the child in the parent's step
+// triggerAgent runs a trigger_agent node (waiting for the child, which may
+// inherit the thread lock): it starts the child in the parent's step
 // transaction, on the parent's thread, with event_data {parentExecutionId,
 // canInheritLock = waitForCompletion}. With waitForCompletion the parent
 // then waits for `agent` until the child's finalize resumes it; without it

@@ -198,8 +198,7 @@ func TestTriggerWithoutWaitDoesNotInherit(t *testing.T) {
 }
 
 // An event addressed to a running execution is kept (buffered) and applied
-// when the execution next waits for that type (DESIGN.md, "Waits and
-// events").
+// when the execution next waits for that type.
 func TestEventForRunningExecutionIsBuffered(t *testing.T) {
 	t.Parallel()
 	g := newGate()

@@ -11,15 +11,15 @@ import (
 	"github.com/batonrun/baton/engine/workflow"
 )
 
-// What a wait does when its timeout fires (seed 000, "Acciones al Timeout").
+// What a wait does when its timeout fires (its onTimeout parameter).
 const (
 	OnTimeoutContinue = "continue"
 	OnTimeoutFail     = "fail"
 	OnTimeoutRetry    = "retry"
 )
 
-// defaultMaxRetries bounds onTimeout retry when the node sets no maxRetries
-// (DESIGN.md, "Waits and events"); request_input has its own (seed 003).
+// defaultMaxRetries bounds onTimeout retry when the node sets no maxRetries;
+// request_input has its own.
 const (
 	defaultMaxRetries      = 3
 	defaultInputMaxRetries = 2
@@ -227,8 +227,8 @@ func notification(actionType string, params map[string]any) string {
 	return msg
 }
 
-// timeoutSummary is the result summary of an execution whose wait timed out
-// (seed 000: "Timeout esperando respuesta del usuario").
+// timeoutSummary is the result summary of an execution whose wait timed out,
+// by what it waited for ("Timeout esperando respuesta del usuario", …).
 func timeoutSummary(waitingFor string) string {
 	switch waitingFor {
 	case "response":

@@ -343,10 +343,10 @@ func (l *logBuffer) lines(t *testing.T) []map[string]any {
 	return out
 }
 
-// The seed's log lines go through slog with the execution, thread and
+// The lifecycle log lines go through slog with the execution, thread and
 // tenant: entering WAITING, resuming, continuing from the checkpoint, and
 // completed with its result.
-func TestSeedLogLines(t *testing.T) {
+func TestLifecycleLogLines(t *testing.T) {
 	t.Parallel()
 	logs := &logBuffer{}
 	b := setup(t, setupOpts{logger: slog.New(slog.NewJSONHandler(logs, nil))})

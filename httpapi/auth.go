@@ -10,7 +10,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 )
 
-// Scopes a token may carry (API.md, "Conventions").
+// Scopes a token may carry (docs/api.md, "Conventions").
 const (
 	ScopeWorkflowsRead  = "workflows:read"
 	ScopeWorkflowsWrite = "workflows:write"

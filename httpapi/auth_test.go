@@ -107,7 +107,7 @@ func TestTokenLifetimeAudienceIssuer(t *testing.T) {
 		edit func(jwt.MapClaims)
 		want string
 	}{
-		// The 3,000-year token, and one a day over the default.
+		// A 3,000-year token, and one a day over the default.
 		"3000 years":     {func(c jwt.MapClaims) { c["exp"] = now.AddDate(3000, 0, 0).Unix() }, "longer than the 720h0m0s"},
 		"31 days":        {func(c jwt.MapClaims) { c["exp"] = now.Add(31 * 24 * time.Hour).Unix() }, "longer than the 720h0m0s"},
 		"no iat":         {func(c jwt.MapClaims) { delete(c, "iat"); c["exp"] = now.Add(31 * 24 * time.Hour).Unix() }, "longer than"},

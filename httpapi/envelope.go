@@ -16,14 +16,14 @@ const maxBodyBytes = 1 << 20
 // schemaVersion is the envelope schema version Baton speaks.
 const schemaVersion = "1.0"
 
-// messageType is the seed's {domain, action} pair.
+// messageType is the {domain, action} pair naming a message.
 type messageType struct {
 	Domain string `json:"domain"`
 	Action string `json:"action"`
 }
 
-// requestEnvelope is the seed's request envelope (seed 003, 4.1). Only the
-// fields Baton reads are decoded; others are accepted and ignored.
+// requestEnvelope is the request envelope (docs/api.md, "Conventions").
+// Only the fields Baton reads are decoded; others are accepted and ignored.
 type requestEnvelope struct {
 	MessageID     string          `json:"message_id"`
 	CorrelationID string          `json:"correlation_id"`
@@ -43,7 +43,7 @@ type successEnvelope struct {
 	Data          any         `json:"data"`
 }
 
-// errorEnvelope is the seed's error structure (seed 003, 7.1).
+// errorEnvelope is the error structure (docs/api.md, "Conventions").
 type errorEnvelope struct {
 	Type          messageType `json:"type"`
 	Error         errorBody   `json:"error"`

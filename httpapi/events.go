@@ -11,7 +11,7 @@ import (
 	"github.com/batonrun/baton/engine"
 )
 
-// publishEventPayload is the payload of event.publish (API.md).
+// publishEventPayload is the payload of event.publish (docs/api.md).
 type publishEventPayload struct {
 	EventType   string         `json:"event_type"`
 	EventID     string         `json:"event_id"`
@@ -50,7 +50,7 @@ func (s *Server) publishEvent(ctx context.Context, r *request, db dbsqlc.DBTX) (
 	return http.StatusAccepted, res, nil
 }
 
-// inputPayload is the payload of workflow.input (seed 003, 4.4).
+// inputPayload is the payload of workflow.input.
 type inputPayload struct {
 	InputData map[string]any `json:"input_data"`
 	NodeID    string         `json:"node_id"`

@@ -14,8 +14,8 @@ import (
 	"github.com/batonrun/baton/engine"
 )
 
-// executePayload is the payload of workflow.execute (seed 003, 4.2, with
-// API.md's thread_id and lane).
+// executePayload is the payload of workflow.execute (docs/api.md,
+// "Execute").
 type executePayload struct {
 	WorkflowID       string         `json:"workflow_id"`
 	Version          string         `json:"version"`

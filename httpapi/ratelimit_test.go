@@ -136,7 +136,7 @@ func requireRateLimited(t *testing.T, a answer, class string) {
 	require.GreaterOrEqual(t, int64(secs)*1000, body.Error.RetryAfterMS)
 }
 
-// TestRateLimitPerTenant (issue 16, item 2): a tenant that sends far more
+// TestRateLimitPerTenant: a tenant that sends far more
 // than its budget gets 429 envelopes for what is over it, while another
 // tenant sending at the same moment is answered as if alone; classes are
 // counted apart (the noisy tenant's writes do not spend its reads).

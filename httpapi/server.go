@@ -370,7 +370,7 @@ func (s *Server) claimMessageID(ctx context.Context, tx pgx.Tx, tenant string, e
 	return true, nil
 }
 
-// writeError renders any error as the seed's error envelope. Errors Baton
+// writeError renders any error as the error envelope. Errors Baton
 // does not know become a generic 500 that leaks nothing; an outage of the
 // database is logged and answered 503. An error with retry_after_ms also
 // gets a Retry-After header, in whole seconds, at least 1.

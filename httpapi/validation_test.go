@@ -19,7 +19,7 @@ func wrap(nodes string) string {
 
 const okTail = `{"id": "end", "type": "end"}`
 
-// One case per validation rule of DESIGN.md "Workflows": each is answered
+// One case per validation rule of docs/workflow-language.md: each is answered
 // 400 workflow.define.validation_error naming the node and field at fault.
 func TestValidationRules(t *testing.T) {
 	t.Parallel()

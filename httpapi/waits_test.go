@@ -197,7 +197,7 @@ func TestMonitorExecutions(t *testing.T) {
 	require.Empty(t, r.data()["items"])
 }
 
-// Waits with no timeout get DESIGN.md's default for their type (response
+// Waits with no timeout get the default for their type (response
 // 24h, document/signature/test/event 7d), and a delay through the API
 // waits for its duration and continues through SCHEDULE_REACHED.
 func TestDefaultTimeoutsAndDelayThroughTheAPI(t *testing.T) {

@@ -2,7 +2,7 @@ package jobs
 
 import "encoding/json"
 
-// Queues Baton's jobs run in, as in seed 003.
+// Queues Baton's jobs run in.
 const (
 	QueueHigh   = "high"
 	QueueMedium = "medium"

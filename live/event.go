@@ -18,7 +18,7 @@ type Event struct {
 	// ExecutionID, WorkflowID and ThreadID are the external ids the event
 	// is about, for filtering.
 	ExecutionID, WorkflowID, ThreadID string
-	// Message is the seed 003 5.2 message, as JSON.
+	// Message is the WebSocket message, as JSON.
 	Message []byte
 }
 
@@ -35,7 +35,7 @@ func (f *Filter) match(ev *Event) bool {
 		(f.ThreadID == "" || ev.ThreadID == f.ThreadID)
 }
 
-// message is the WebSocket message (API.md, "WebSocket"; seed 003, 5.2).
+// message is the WebSocket message (docs/api.md, "WebSocket").
 type message struct {
 	EventID       int64           `json:"event_id"`
 	Type          messageType     `json:"type"`

@@ -105,7 +105,7 @@ func serverXmin(t *testing.T, pool *pgxpool.Pool) int64 {
 	return xmin
 }
 
-// TestHubIgnoresUnrelatedTransactions (issue 16, item 7): a transaction
+// TestHubIgnoresUnrelatedTransactions: a transaction
 // left idle in another database on the same server, and a Baton transaction
 // in this database that writes no events, delay no event: for 5 s of events
 // committed every 100 ms, each reaches a live subscriber within 1 s of its

@@ -1,5 +1,4 @@
-// Package metrics exposes seed 003's metrics (section 7.5) to Prometheus,
-// with underscores for the seed's dots:
+// Package metrics exposes Baton's metrics to Prometheus:
 //
 //   - workflow_execute_duration_ms (histogram; domain, action, workflow_id):
 //     creation to end of each execution that reaches a terminal status.

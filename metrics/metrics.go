@@ -189,7 +189,7 @@ func (g *gauges) Collect(ch chan<- prometheus.Metric) {
 			seen[r.Queue] = true
 			ch <- prometheus.MustNewConstMetric(queueDepthDesc, prometheus.GaugeValue, float64(r.Jobs), "workflow", "queue", r.Queue)
 		}
-		for _, queue := range []string{"high", "medium", "low"} { // seed 003's queues show even when empty
+		for _, queue := range []string{"high", "medium", "low"} { // these queues show even when empty
 			if !seen[queue] {
 				ch <- prometheus.MustNewConstMetric(queueDepthDesc, prometheus.GaugeValue, 0, "workflow", "queue", queue)
 			}

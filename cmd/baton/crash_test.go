@@ -201,13 +201,13 @@ func crashFlows() []string {
 	}
 }
 
-// Issue 3: the server is SIGKILLed while 200 executions wait (150 for an
+// The server is SIGKILLed while 200 executions wait (150 for an
 // event that comes after the restart, 50 whose 40 s timeout passes after it)
 // and 20 are mid-step (their tool call in flight). A new server finishes all
 // 220: each execution's two messages exist exactly once and were delivered
 // exactly once, and each interrupted tool call was made once more.
 //
-// Issue 5: at the same moment 5 chat sessions each have a run mid-step and
+// At the same moment 5 chat sessions each have a run mid-step and
 // two inbound messages queued behind it (collect). After the restart every
 // queued message is answered, once, by one collected run per session.
 //

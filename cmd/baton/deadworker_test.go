@@ -16,7 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// Issue 15: one of two `baton serve` processes is SIGKILLed while four of
+// One of two `baton serve` processes is SIGKILLed while four of
 // its executions hold every slot of lane main mid-step (their tool call in
 // flight) and a fifth waits for a slot. The other process notices the death
 // through the dead one's presence lock (jobs/presence.go) and hands its

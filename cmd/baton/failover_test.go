@@ -32,7 +32,7 @@ import (
 const failoverStandbyName = "baton_standby"
 
 // failoverRecoveryBound is how soon after the promotion every process must
-// answer a write with a 2xx again (the issue's acceptance bound).
+// answer a write with a 2xx again.
 const failoverRecoveryBound = 10 * time.Second
 
 // probeFlow is a workflow with no thread work: an execution of it completes
@@ -42,7 +42,7 @@ const probeFlow = `{"workflow_id": "probe", "version": "1", "nodes": [
   {"id": "set", "type": "action", "actionType": "set_variables", "parameters": {"values": {"probed": true}}, "next": "end"},
   {"id": "end", "type": "end", "result": {"summary": "ok"}}]}`
 
-// Issue "Failover in seconds", item 4: two `baton serve` processes run on a
+// Failover in seconds: two `baton serve` processes run on a
 // primary with a synchronous standby, through one multi-host DATABASE_URL
 // with target_session_attrs=read-write. Under load — inbound messages on
 // chat threads, executions that wait for an event, the events that resume

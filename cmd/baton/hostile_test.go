@@ -98,7 +98,7 @@ func (s *server) run(t *testing.T, tenant, workflowID string, input map[string]a
 }
 
 // TestHostileTenantCannotHurtOthers plays a hostile tenant against a real
-// `baton serve` (issue "Untrusted workflows"): every definition that could
+// `baton serve`: every definition that could
 // crash, stall or bloat the service is refused when stored with a 400 that
 // names the node, or its run fails within a second with an error naming
 // the limit. While the hostile runs go on, another tenant's one-message run

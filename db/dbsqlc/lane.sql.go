@@ -496,7 +496,7 @@ type LaneLockParams struct {
 }
 
 // Takes a lane row, waiting for it: only for transactions that hold no
-// thread or execution row yet (DESIGN.md, "Lock order").
+// thread or execution row yet (lock order: lane, thread, execution rows).
 func (q *Queries) LaneLock(ctx context.Context, db DBTX, arg *LaneLockParams) (*Lane, error) {
 	row := db.QueryRow(ctx, laneLock, arg.TenantID, arg.Name)
 	var i Lane

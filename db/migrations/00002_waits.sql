@@ -1,6 +1,6 @@
 -- +goose Up
--- Waits (seed 000): resume events received and the monitoring views of
--- seed 000's queries, in PostgreSQL syntax.
+-- Waits: resume events received, and the monitoring views of active,
+-- waiting and stuck executions.
 
 -- inbound_event records each resume event by its event_id, with the answer
 -- given, so a repeated event_id replays that answer and resumes nothing.
@@ -19,8 +19,8 @@ CREATE TABLE inbound_event (
 CREATE INDEX agent_execution_waiting_idx ON agent_execution (tenant_id, waiting_for, id)
     WHERE status = 'waiting';
 
--- Seed 000, "Query de Estados Activos", per tenant (sum over tenants for the
--- seed's global figure).
+-- Active executions by status, per tenant (sum over tenants for a global
+-- figure).
 CREATE VIEW monitor_execution_status AS
 SELECT tenant_id,
        status,
@@ -30,8 +30,7 @@ FROM agent_execution
 WHERE status IN ('pending', 'running', 'waiting')
 GROUP BY tenant_id, status;
 
--- Seed 000, "Ejecuciones en WAITING"; agent_id is the seed's name of
--- workflow_id.
+-- Waiting executions; agent_id is another name of workflow_id.
 CREATE VIEW monitor_waiting_executions AS
 SELECT e.id,
        e.tenant_id,
@@ -48,7 +47,7 @@ FROM agent_execution e
 JOIN thread t ON t.id = e.thread_id
 WHERE e.status = 'waiting';
 
--- Seed 000, "Detectar Stuck": the timeout has passed but was not processed,
+-- Stuck executions: the timeout has passed but was not processed,
 -- and nothing touched the execution for an hour.
 CREATE VIEW monitor_stuck_executions AS
 SELECT *

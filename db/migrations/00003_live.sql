@@ -1,5 +1,5 @@
 -- +goose Up
--- Live events (issue 6): execution_event rows are numbered so that a reader
+-- Live events: execution_event rows are numbered so that a reader
 -- can tell when every id up to a bound is final, and every transaction that
 -- writes events announces them with one NOTIFY.
 --

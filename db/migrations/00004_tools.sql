@@ -9,7 +9,7 @@
 ALTER TABLE agent_execution
     ADD COLUMN node_attempt integer NOT NULL DEFAULT 0,
     -- error_details carries a failed execution's retryable, retry_after_ms
-    -- and the tool's diagnosis (seed 003, 7.1).
+    -- and the tool's diagnosis.
     ADD COLUMN error_details jsonb;
 
 -- +goose Down

@@ -1,5 +1,5 @@
 -- +goose Up
--- Thread locks (seed 001): one execution talks in a thread at a time; the
+-- Thread locks: one execution talks in a thread at a time; the
 -- others' messages queue in FIFO order and a drain delivers them when the
 -- lock is released.
 

@@ -1,6 +1,6 @@
 -- +goose Up
 -- An event addressed to a running execution is kept for it and applied when
--- it next waits for that type (DESIGN.md, "Waits and events").
+-- it next waits for that type.
 ALTER TABLE inbound_event
     ADD COLUMN buffered_for bigint REFERENCES agent_execution (id),
     ADD COLUMN applied_at   timestamptz;

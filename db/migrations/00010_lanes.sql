@@ -1,5 +1,5 @@
 -- +goose Up
--- Lanes and the inbound message router (seed 004). A lane row is the lock
+-- Lanes and the inbound message router. A lane row is the lock
 -- that admission takes; its running count is computed from agent_execution
 -- under that lock, so it can never drift. Session lanes
 -- ("session:<thread key>", limit 1) get a row of their own per tenant on
@@ -20,7 +20,7 @@ CREATE TABLE lane (
     PRIMARY KEY (tenant_id, name)
 );
 
--- The seed's lanes; Baton stores each process's configured limit when it
+-- The built-in lanes; Baton stores each process's configured limit when it
 -- first takes the row.
 INSERT INTO lane (tenant_id, name, max_concurrent) VALUES ('', 'main', 4), ('', 'subagent', 8), ('', 'cron', 2);
 
@@ -58,7 +58,7 @@ CREATE UNIQUE INDEX thread_message_inbound_key ON thread_message (thread_id, ext
 CREATE INDEX thread_message_inbox_idx ON thread_message (thread_id, id)
     WHERE direction = 'in' AND status IN ('received', 'steer');
 
--- Seed 004 lane occupancy: the global lanes (tenant_id ''), and session
+-- Lane occupancy: the global lanes (tenant_id ''), and session
 -- lanes (tenant_id of their thread) that have work. oldest_pending_age_ms is
 -- 0 when nothing is pending.
 CREATE VIEW monitor_lanes AS

@@ -1,6 +1,6 @@
 -- +goose Up
 -- A run whose tool's circuit breaker is open goes back to pending until the
--- breaker lets a probe through (DESIGN.md, "Decisions: Lanes"), freeing its
+-- breaker lets a probe through, freeing its
 -- lane slot: its queued_at is then that moment, in the future, and
 -- admission skips it until then. monitor_lanes counts it as pending; the
 -- oldest pending age never goes below 0.

@@ -1,5 +1,5 @@
 -- +goose Up
--- Live events fence on event writers only (issue 16, item 7). Until now
+-- Live events fence on event writers only. Until now
 -- package live waited until the server-wide oldest running transaction was
 -- younger than its fence, so a transaction left open anywhere on the server
 -- (in another database, or a Baton transaction that writes no events) held

@@ -25,7 +25,7 @@ SELECT (EXISTS (SELECT 1 FROM ins)
 
 -- name: LaneLock :one
 -- Takes a lane row, waiting for it: only for transactions that hold no
--- thread or execution row yet (DESIGN.md, "Lock order").
+-- thread or execution row yet (lock order: lane, thread, execution rows).
 SELECT * FROM lane WHERE tenant_id = @tenant_id::text AND name = @name::text FOR UPDATE;
 
 -- name: LaneTryLock :one

@@ -35,7 +35,7 @@ const (
 )
 
 // WaitKind describes one kind of wait: what it waits for and its timeout
-// bounds (DESIGN.md, "Waits").
+// bounds.
 type WaitKind struct {
 	// WaitingFor is the value of waiting_for while the execution waits.
 	WaitingFor string
@@ -73,7 +73,8 @@ var knownActions = map[string]bool{
 	ActionAssignTest: true, ActionWaitForEvent: true, ActionDelay: true, ActionRequestInput: true,
 }
 
-// Definition is a stored workflow: a graph of nodes (seed 003, section 4.1).
+// Definition is a stored workflow: a graph of nodes (docs/api.md,
+// "Definition").
 type Definition struct {
 	// WorkflowID names the workflow within its tenant.
 	WorkflowID string `json:"workflow_id"`

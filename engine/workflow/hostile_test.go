@@ -241,7 +241,7 @@ func BenchmarkValidateConditions(b *testing.B) {
 	}
 }
 
-// BenchmarkCondition measures the seed's kind of condition, and one pass
+// BenchmarkCondition measures a typical decision condition, and one pass
 // over a 1,000-item list, whose cost is estimated on the list first.
 func BenchmarkCondition(b *testing.B) {
 	vars := Variables{"document": map[string]any{"language": "es"}, "arr": numbers(1000)}

@@ -13,7 +13,7 @@ type ToolChecker interface {
 	HasTool(name string) bool
 }
 
-// Validate checks every rule of DESIGN.md "Workflows" and returns a
+// Validate checks every rule of docs/workflow-language.md and returns a
 // *ValidationError listing each problem with its node and field, or nil.
 // A valid definition is indexed and ready to run.
 // Every size and cost is checked against limits (zero fields take their

@@ -37,7 +37,7 @@ func TestReplaceAttrCutsLongValues(t *testing.T) {
 	t.Parallel()
 	var buf bytes.Buffer
 	logger := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{ReplaceAttr: logtrim.ReplaceAttr}))
-	id := strings.Repeat("x", 300_000) // the 300 KB id
+	id := strings.Repeat("x", 300_000) // a 300 KB id
 	logger.Error("step failed for "+id, "execution_id", id, "error", errors.New("reading execution "+id),
 		"short", "kept", "n", 7, "stack", strings.Repeat("s", 5000))
 	require.Less(t, buf.Len(), 5000+4*logtrim.MaxBytes+500, "the line stays short")

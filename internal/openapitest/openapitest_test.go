@@ -288,7 +288,7 @@ func TestResponses(t *testing.T) {
 			mustJSON(t, success("workflow", "status", execution())), true},
 		{"status: execution without status", "GET", "/api/v1/workflow/executions/exec-1", 200, apiHeaders(),
 			mustJSON(t, success("workflow", "status", without(execution(), "status"))), false},
-		{"status: the seed's in_progress status", "GET", "/api/v1/workflow/executions/exec-1", 200, apiHeaders(),
+		{"status: the unknown in_progress status", "GET", "/api/v1/workflow/executions/exec-1", 200, apiHeaders(),
 			mustJSON(t, success("workflow", "status", with(execution(), "status", "in_progress"))), false},
 		{"status: execution without restarted_from", "GET", "/api/v1/workflow/executions/exec-1", 200, apiHeaders(),
 			mustJSON(t, success("workflow", "status", without(execution(), "restarted_from"))), false},
