@@ -242,7 +242,9 @@ func laneCases() []queryCase {
 		{"LaneListNeedingDispatch", live, func(r *recorder) {
 			_, _ = q.LaneListNeedingDispatch(ctx, r, &dbsqlc.LaneListNeedingDispatchParams{IdleSeconds: 2, RearmAfterSeconds: 60})
 		}},
-		{"MonitorLaneList", slice, func(r *recorder) { _, _ = q.MonitorLaneList(ctx, r, &dbsqlc.MonitorLaneListParams{TenantID: "t42", Max: 50}) }},
+		{"MonitorLaneList", slice, func(r *recorder) {
+			_, _ = q.MonitorLaneList(ctx, r, &dbsqlc.MonitorLaneListParams{TenantID: "t42", Max: 50})
+		}},
 		{"SessionActiveRun", slice, func(r *recorder) {
 			_, _ = q.SessionActiveRun(ctx, r, &dbsqlc.SessionActiveRunParams{TenantID: "t42", SessionKey: "session:thread-97642"})
 		}},
