@@ -32,6 +32,7 @@ const (
 	TableExecutions      = "agent_execution"
 	TableEvents          = "execution_event"
 	TableMessages        = "thread_message"
+	TableThreads         = "thread"
 	TableInboundEvents   = "inbound_event"
 	TableIdempotencyKeys = "idempotency_key"
 	MessageIDs           = "thread_message.external_id"
@@ -234,6 +235,7 @@ func (s *Sweeper) executionsBatch(ctx context.Context, args *batchArgs, counts m
 	s.count(counts, TableEvents, row.Events)
 	s.count(counts, TableMessages, row.Messages)
 	s.count(counts, TableExecutions, row.Executions)
+	s.count(counts, TableThreads, row.Threads)
 	return row.Executions, nil
 }
 
@@ -276,7 +278,7 @@ func (s *Sweeper) count(counts map[string]int64, table string, n int64) {
 // budget or failed; debug when there was nothing to do.
 func (s *Sweeper) log(ctx context.Context, res Result, took time.Duration, err error) {
 	attrs := []any{"took", took.Round(time.Millisecond), "more", res.More}
-	for _, table := range []string{TableExecutions, TableEvents, TableMessages, MessageIDs, TableIdempotencyKeys, TableInboundEvents} {
+	for _, table := range []string{TableExecutions, TableEvents, TableMessages, TableThreads, MessageIDs, TableIdempotencyKeys, TableInboundEvents} {
 		attrs = append(attrs, table, res.Removed[table])
 	}
 	switch {

@@ -73,7 +73,11 @@ func TestSweepRemovesExpiredExecutionsAndWhatTheyOwn(t *testing.T) {
 	b.age(t, oldX.ExecutionID, week+time.Hour)
 	b.age(t, buffered.ExecutionID, week+time.Hour)
 	swept := b.sweep(t, retention.Config{})
-	require.Equal(t, map[string]int64{retention.TableExecutions: 2, retention.TableEvents: int64(events), retention.TableMessages: int64(messages)}, swept.Removed)
+	// buffered was started without a thread: its implicit thread goes with it.
+	require.Equal(t, map[string]int64{retention.TableExecutions: 2, retention.TableEvents: int64(events), retention.TableMessages: int64(messages),
+		retention.TableThreads: 1}, swept.Removed)
+	require.Zero(t, count(t, b.pool, `SELECT count(*) FROM thread WHERE tenant_id = $1 AND thread_id = $2`, b.tenant, "implicit:"+buffered.ExecutionID))
+	require.Equal(t, 1, count(t, b.pool, `SELECT count(*) FROM thread WHERE tenant_id = $1 AND thread_id = 'th'`, b.tenant))
 
 	require.False(t, b.exists(t, oldX.ExecutionID))
 	require.False(t, b.exists(t, buffered.ExecutionID))
@@ -95,6 +99,34 @@ func TestSweepRemovesExpiredExecutionsAndWhatTheyOwn(t *testing.T) {
 // chain: a parent that ended and a grandparent that ended, past retention,
 // stay while the grandchild waits. Once the grandchild ends and expires,
 // one sweep removes the three, the youngest first.
+// An implicit thread (of an execution started without a thread_id) goes
+// with its execution only when nothing else uses it: here a second
+// execution was started on it by name, and it stays until that one goes.
+func TestSweepKeepsAnImplicitThreadInUse(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	b.define(t, talk)
+	first := b.waitFor(t, b.start(t, engine.StartParams{WorkflowID: "talk"}).ExecutionID, terminal)
+	implicit := "implicit:" + first.ExecutionID
+	second := b.waitFor(t, b.start(t, engine.StartParams{WorkflowID: "talk", ThreadID: implicit}).ExecutionID, terminal)
+	require.Eventually(t, func() bool { return b.deliveredOf(t, first.ID) == 1 && b.deliveredOf(t, second.ID) == 1 }, 20*time.Second, 20*time.Millisecond)
+	threads := func() int {
+		return count(t, b.pool, `SELECT count(*) FROM thread WHERE tenant_id = $1 AND thread_id = $2`, b.tenant, implicit)
+	}
+
+	b.age(t, first.ExecutionID, week+time.Hour)
+	swept := b.sweep(t, retention.Config{})
+	require.EqualValues(t, 1, swept.Removed[retention.TableExecutions])
+	require.Zero(t, swept.Removed[retention.TableThreads])
+	require.False(t, b.exists(t, first.ExecutionID))
+	require.Equal(t, 1, threads(), "the second execution still uses the thread")
+
+	b.age(t, second.ExecutionID, week+time.Hour)
+	swept = b.sweep(t, retention.Config{})
+	require.EqualValues(t, 1, swept.Removed[retention.TableThreads])
+	require.Zero(t, threads())
+}
+
 func TestSweepKeepsTheParentChainOfALiveExecution(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{})

@@ -122,11 +122,24 @@ messages AS (
 ),
 executions AS (
     DELETE FROM agent_execution x WHERE x.id = ANY(ARRAY(SELECT d.id FROM doomed d))
+    RETURNING x.thread_id
+),
+threads AS (
+    DELETE FROM thread t
+    WHERE t.id IN (SELECT e.thread_id FROM executions e)
+      AND t.thread_id LIKE 'implicit:%'
+      AND t.active_execution_id IS NULL
+      AND NOT EXISTS (SELECT 1 FROM agent_execution o
+                      WHERE o.thread_id = t.id AND o.id <> ALL(ARRAY(SELECT d.id FROM doomed d)))
+      AND NOT EXISTS (SELECT 1 FROM thread_message m
+                      WHERE m.thread_id = t.id
+                        AND (m.execution_id IS NULL OR m.execution_id <> ALL(ARRAY(SELECT d.id FROM doomed d))))
     RETURNING 1
 )
 SELECT (SELECT count(*) FROM executions)::bigint AS executions,
        (SELECT count(*) FROM events)::bigint AS events,
-       (SELECT count(*) FROM messages)::bigint AS messages
+       (SELECT count(*) FROM messages)::bigint AS messages,
+       (SELECT count(*) FROM threads)::bigint AS threads
 `
 
 type RetentionSweepExecutionsParams struct {
@@ -139,6 +152,7 @@ type RetentionSweepExecutionsRow struct {
 	Executions int64
 	Events     int64
 	Messages   int64
+	Threads    int64
 }
 
 // Retention (package retention). Each query is one batch of the periodic
@@ -159,11 +173,18 @@ type RetentionSweepExecutionsRow struct {
 // thread lock, one with a message not yet delivered (queued or pending
 // outbound, or inbound still steered to it), or one whose result callback
 // is still being delivered. A live execution is not ended, so its parent
-// chain is kept with it.
+// chain is kept with it. The implicit thread an execution started without
+// a thread_id got ("implicit:<execution_id>") goes with it when nothing
+// else uses it: no lock, no other execution, no other message.
 func (q *Queries) RetentionSweepExecutions(ctx context.Context, db DBTX, arg *RetentionSweepExecutionsParams) (*RetentionSweepExecutionsRow, error) {
 	row := db.QueryRow(ctx, retentionSweepExecutions, arg.KeepMsByTenant, arg.KeepMs, arg.Batch)
 	var i RetentionSweepExecutionsRow
-	err := row.Scan(&i.Executions, &i.Events, &i.Messages)
+	err := row.Scan(
+		&i.Executions,
+		&i.Events,
+		&i.Messages,
+		&i.Threads,
+	)
 	return &i, err
 }
 

@@ -18,7 +18,9 @@
 -- thread lock, one with a message not yet delivered (queued or pending
 -- outbound, or inbound still steered to it), or one whose result callback
 -- is still being delivered. A live execution is not ended, so its parent
--- chain is kept with it.
+-- chain is kept with it. The implicit thread an execution started without
+-- a thread_id got ("implicit:<execution_id>") goes with it when nothing
+-- else uses it: no lock, no other execution, no other message.
 WITH RECURSIVE tenants (tenant_id) AS (
     (SELECT x.tenant_id FROM agent_execution x
      WHERE x.status IN ('completed', 'failed', 'timeout', 'cancelled')
@@ -73,11 +75,24 @@ messages AS (
 ),
 executions AS (
     DELETE FROM agent_execution x WHERE x.id = ANY(ARRAY(SELECT d.id FROM doomed d))
+    RETURNING x.thread_id
+),
+threads AS (
+    DELETE FROM thread t
+    WHERE t.id IN (SELECT e.thread_id FROM executions e)
+      AND t.thread_id LIKE 'implicit:%'
+      AND t.active_execution_id IS NULL
+      AND NOT EXISTS (SELECT 1 FROM agent_execution o
+                      WHERE o.thread_id = t.id AND o.id <> ALL(ARRAY(SELECT d.id FROM doomed d)))
+      AND NOT EXISTS (SELECT 1 FROM thread_message m
+                      WHERE m.thread_id = t.id
+                        AND (m.execution_id IS NULL OR m.execution_id <> ALL(ARRAY(SELECT d.id FROM doomed d))))
     RETURNING 1
 )
 SELECT (SELECT count(*) FROM executions)::bigint AS executions,
        (SELECT count(*) FROM events)::bigint AS events,
-       (SELECT count(*) FROM messages)::bigint AS messages;
+       (SELECT count(*) FROM messages)::bigint AS messages,
+       (SELECT count(*) FROM threads)::bigint AS threads;
 
 -- name: RetentionSweepIdempotencyKeys :execrows
 -- Forgets request message_ids past the replay window: a request repeated
