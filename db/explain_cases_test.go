@@ -260,6 +260,13 @@ func laneCases() []queryCase {
 
 func otherCases() []queryCase {
 	return []queryCase{
+		{"ThreadIDByContact", slice, func(r *recorder) {
+			_, _ = q.ThreadIDByContact(ctx, r, &dbsqlc.ThreadIDByContactParams{TenantID: "t42", Channel: "api", Contact: "thread-97642"})
+		}},
+		{"TimersPromote", slice, func(r *recorder) {
+			_, _ = q.TimersPromote(ctx, r, &dbsqlc.TimersPromoteParams{Queues: []string{"high", "medium"}, LookaheadSeconds: 5,
+				Kinds: []string{"execution.wait_timeout"}, Max: 1000})
+		}},
 		{"IdempotencyClaim", write, func(r *recorder) {
 			_, _ = q.IdempotencyClaim(ctx, r, &dbsqlc.IdempotencyClaimParams{TenantID: "t42", Endpoint: "workflow.execute", MessageID: "msg-new"})
 		}},
