@@ -188,13 +188,13 @@ func TestSweepsAlongsideLiveFamilies(t *testing.T) {
 	require.Eventually(t, func() bool {
 		return count(t, b.pool, `SELECT count(*) FROM agent_execution WHERE tenant_id = $1`, b.tenant) == 0
 	}, 30*time.Second, 20*time.Millisecond)
-	require.Len(t, b.channel.Messages(), 2*families, "every message was delivered before its sender went")
-	require.EqualValues(t, 2*families, removed.Load())
 	select {
 	case err := <-errs:
 		t.Fatalf("a sweep failed: %v", err)
 	default:
 	}
+	require.Len(t, b.channel.Messages(), 2*families, "every message was delivered before its sender went")
+	require.EqualValues(t, 2*families, removed.Load())
 	require.Zero(t, count(t, b.pool, `SELECT count(*) FROM execution_event`))
 	require.Zero(t, count(t, b.pool, `SELECT count(*) FROM thread_message`))
 	require.Zero(t, count(t, b.pool, `SELECT count(*) FROM inbound_event`))
