@@ -3,8 +3,6 @@ package engine
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,6 +12,8 @@ import (
 	"net/url"
 	"strconv"
 	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/jackc/pgx/v5"
 
@@ -45,18 +45,6 @@ func (e *Engine) CheckCallbackURL(raw string) error {
 		return &InputError{Field: field, Message: fmt.Sprintf("%s is not allowed: no callback hosts are configured (callbacks.allowHosts)", where)}
 	}
 	return &InputError{Field: field, Message: fmt.Sprintf("%s is not in callbacks.allowHosts (a host alone allows ports 80 and 443)", where)}
-}
-
-// newMessageID returns a random UUID v4.
-func newMessageID() string {
-	var b [16]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		panic(err)
-	}
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	h := hex.EncodeToString(b[:])
-	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
 }
 
 // resultStatus is the result callback's status of a terminal execution.
@@ -283,7 +271,7 @@ func (e *Engine) enqueueInputRequest(ctx context.Context, tx pgx.Tx, row *dbsqlc
 	if !wantsCallback(row, CallbackInputRequest) {
 		return nil
 	}
-	if err := e.jobs.InsertCallback(ctx, tx, CallbackJob{ExecutionID: row.ID, MessageID: newMessageID(), InputRequestWaitSeq: row.WaitSeq}); err != nil {
+	if err := e.jobs.InsertCallback(ctx, tx, CallbackJob{ExecutionID: row.ID, MessageID: uuid.NewString(), InputRequestWaitSeq: row.WaitSeq}); err != nil {
 		return fmt.Errorf("enqueueing input request callback: %w", err)
 	}
 	return nil
@@ -302,7 +290,7 @@ func (e *Engine) enqueueEndCallbacks(ctx context.Context, tx pgx.Tx, row *dbsqlc
 	if !wantsCallback(row, CallbackResult) {
 		return nil
 	}
-	if err := e.jobs.InsertCallback(ctx, tx, CallbackJob{ExecutionID: row.ID, MessageID: newMessageID()}); err != nil {
+	if err := e.jobs.InsertCallback(ctx, tx, CallbackJob{ExecutionID: row.ID, MessageID: uuid.NewString()}); err != nil {
 		return fmt.Errorf("enqueueing callback: %w", err)
 	}
 	return nil

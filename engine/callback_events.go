@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/jackc/pgx/v5"
 
 	"github.com/batonrun/baton/db/dbsqlc"
@@ -172,7 +174,7 @@ func (e *Engine) enqueueStepError(ctx context.Context, tx pgx.Tx, row *dbsqlc.Ag
 }
 
 func (e *Engine) enqueueEventCallback(ctx context.Context, tx pgx.Tx, row *dbsqlc.AgentExecution, event string, payload map[string]any) error {
-	job := CallbackJob{ExecutionID: row.ID, MessageID: newMessageID(), Event: event, Payload: mustJSON(payload)}
+	job := CallbackJob{ExecutionID: row.ID, MessageID: uuid.NewString(), Event: event, Payload: mustJSON(payload)}
 	if err := e.jobs.InsertCallback(ctx, tx, job); err != nil {
 		return fmt.Errorf("enqueueing %s callback: %w", event, err)
 	}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/jackc/pgx/v5"
 
 	"github.com/batonrun/baton/db/dbsqlc"
@@ -79,7 +81,7 @@ func (r *stepRun) enterWait(ctx context.Context, node *workflow.Node, payload ma
 		}
 		// The request's id, which an answer may quote
 		// (metadata.input_request_id), and how long it waits.
-		data["request_id"] = newMessageID()
+		data["request_id"] = uuid.NewString()
 		data["timeout_ms"] = until.Sub(now).Milliseconds()
 	case workflow.ActionDelay:
 		delete(data, "onTimeout")

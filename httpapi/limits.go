@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/batonrun/baton/engine"
 )
 
@@ -52,7 +54,7 @@ func (s *Server) checkRequestIDs(w http.ResponseWriter, req *request, domain, ac
 	}
 	err := s.checkIDs(domain, action, fields...)
 	if err != nil && len(req.correlationID) > s.engine.Limits().IDBytes {
-		req.correlationID = randomID()
+		req.correlationID = uuid.NewString()
 		w.Header().Set("X-Correlation-ID", req.correlationID)
 	}
 	return err

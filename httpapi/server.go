@@ -3,8 +3,6 @@ package httpapi
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -222,10 +222,10 @@ type requestContext struct {
 func newRequestContext(w http.ResponseWriter, r *http.Request) *requestContext {
 	rc := &requestContext{requestID: r.Header.Get("X-Request-ID"), correlationID: r.Header.Get("X-Correlation-ID")}
 	if rc.requestID == "" {
-		rc.requestID = randomID()
+		rc.requestID = uuid.NewString()
 	}
 	if rc.correlationID == "" {
-		rc.correlationID = randomID()
+		rc.correlationID = uuid.NewString()
 	}
 	w.Header().Set("X-Request-ID", rc.requestID)
 	w.Header().Set("X-Correlation-ID", rc.correlationID)
@@ -408,17 +408,6 @@ func (s *Server) writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_, _ = w.Write(buf.Bytes())
-}
-
-// randomID returns a random UUID (version 4, RFC 4122 variant), the form
-// of the request and correlation ids Baton generates.
-func randomID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])  // crypto/rand never fails on supported platforms
-	b[6] = b[6]&0x0f | 0x40 // version 4
-	b[8] = b[8]&0x3f | 0x80 // variant 10 (RFC 4122)
-	h := hex.EncodeToString(b[:])
-	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32]
 }
 
 func deref32(p *int32) int32 {
