@@ -38,12 +38,12 @@ type soakKind int
 
 const (
 	soakRun     soakKind = iota // a five-node run started and settled in its transaction
-	soakRun2                    // the same: starts are half the load
 	soakResume                  // a run that waits for an event; the soak publishes it
 	soakInbound                 // a message on the client's thread, answered by a run
 )
 
-var soakKinds = []soakKind{soakRun, soakRun2, soakResume, soakInbound}
+// soakKinds gives starts half the clients.
+var soakKinds = []soakKind{soakRun, soakRun, soakResume, soakInbound}
 
 // soakWindow is what the clients did since the last sample.
 type soakWindow struct {
