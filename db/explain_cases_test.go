@@ -13,7 +13,10 @@ import (
 // thread 54342), 97542 (pending), 97642 (running), 97650 (running, a child
 // of 97550), 97842 (waiting for an agent); thread 97000 has a message in
 // its outbox, 97001 one queued for its lock, 97006 one received for its
-// session; execution 97002 has a steered message.
+// session; execution 97002 has a steered message. scalefixture names the
+// rows with more than their share: thread 154342 (BusyThread) holds a
+// conversation of 2,000 messages, execution 954342 (JobsExecution) has 41
+// River jobs.
 type queryCase struct {
 	name  string
 	reach reach
@@ -31,7 +34,7 @@ func queryCases() []queryCase {
 	var cases []queryCase
 	for _, group := range [][]queryCase{
 		executionCases(), waitCases(), laneCases(), threadCases(), messageCases(), inboundCases(),
-		monitorCases(), otherCases(),
+		monitorCases(), consoleCases(), otherCases(),
 	} {
 		cases = append(cases, group...)
 	}

@@ -12,6 +12,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
+
+	"github.com/batonrun/baton/internal/scalefixture"
 )
 
 // maxPlanCost bounds the estimated cost of a query that reads a slice (one
@@ -21,6 +23,12 @@ import (
 // times the bound (the test checks it), and reading one tenant's history
 // several times, so a query under the bound reads a slice.
 const maxPlanCost = 2000
+
+// longPageCost bounds a query that reads a long page of one thread: the
+// console's timeline, 201 messages, each with its execution's key and a
+// probe for an event of it, costs about 4,000, as four pages of 50
+// executions with their keys do.
+const longPageCost = 5000
 
 // perTenantCost is what a query may add to maxPlanCost for each tenant with
 // work in a lane when it visits every such tenant (LaneFairCandidates: a
@@ -56,6 +64,9 @@ const (
 	// write: an INSERT … VALUES, which reads no table (its unique keys are
 	// checked through their indexes as it runs).
 	write
+	// longPage: a page of up to 201 rows of one thread, each with a probe
+	// or two of other tables.
+	longPage
 	// tenants: a slice per tenant with pending work in a lane.
 	tenants
 	// live: every live execution, held lock or River job to run.
@@ -65,10 +76,12 @@ const (
 // bound returns the highest estimated cost a query of this reach may have.
 func (r reach) bound() float64 {
 	switch r {
+	case longPage:
+		return longPageCost
 	case tenants:
-		return maxPlanCost + perTenantCost*fixtureTenants
+		return maxPlanCost + perTenantCost*scalefixture.DefaultTenants
 	case live:
-		return perLiveCost * fixtureLive
+		return perLiveCost * scalefixture.Live
 	default:
 		return maxPlanCost
 	}
@@ -130,7 +143,11 @@ func TestHotQueriesUseIndexes(t *testing.T) {
 	for _, c := range queryCases() {
 		t.Run(c.name, func(t *testing.T) {
 			r := record(t, c.call)
-			checkPlan(t, explain(t, pool, r.sql, r.args...), c.reach)
+			p := explain(t, pool, r.sql, r.args...)
+			checkPlan(t, p, c.reach)
+			for _, index := range wantIndexes[c.name] {
+				checkUsesIndex(t, p, index)
+			}
 		})
 	}
 	for _, c := range nestedCases() {
@@ -162,7 +179,7 @@ func checkBoundsUnderFullReads(t *testing.T, pool *pgxpool.Pool) {
 	full := explain(t, pool, "SELECT * FROM agent_execution").Plan.TotalCost
 	t.Logf("reading every execution costs %.0f, every event %.0f", full,
 		explain(t, pool, "SELECT * FROM execution_event").Plan.TotalCost)
-	for _, r := range []reach{slice, tenants} {
+	for _, r := range []reach{slice, longPage, tenants} {
 		require.Less(t, 5*r.bound(), full, "the bound %.0f must be far under a full read", r.bound())
 	}
 	require.Less(t, live.bound(), full, "the live bound must be under a full read")
@@ -217,6 +234,14 @@ func checkPlan(t *testing.T, p plan, r reach) {
 		require.NotEmpty(t, indexes, "uses no index:\n%s\n%s", p.Query, p.raw)
 	}
 	require.Less(t, cost, r.bound(), "costs too much:\n%s\n%s", p.Query, p.raw)
+}
+
+// checkUsesIndex requires that p reads through the named index.
+func checkUsesIndex(t *testing.T, p plan, index string) {
+	t.Helper()
+	used := false
+	p.Plan.walk(func(n *planNode) { used = used || n.IndexName == index })
+	require.True(t, used, "does not use %s:\n%s\n%s", index, p.Query, p.raw)
 }
 
 // planNode is a node of EXPLAIN (FORMAT JSON)'s plan tree.
