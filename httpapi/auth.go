@@ -150,7 +150,9 @@ func (s *Server) authenticate(r *http.Request) (*principal, error) {
 // browser clients cannot set headers) the token may come as ?access_token=
 // and a missing X-Tenant-ID means the token's tenant. Elsewhere a request
 // with ?access_token= is refused: a token in a URL ends up in logs and
-// browser histories.
+// browser histories. A request with neither a bearer token nor a tenant
+// header but with the console's session cookie acts as that session
+// (httpapi/session.go).
 func (s *Server) authenticateTenant(r *http.Request, stream bool) (*principal, error) {
 	tenant := r.Header.Get("X-Tenant-ID")
 	if l := s.engine.Limits(); l.CheckID("X-Tenant-ID", tenant) != nil {
@@ -158,41 +160,30 @@ func (s *Server) authenticateTenant(r *http.Request, stream bool) (*principal, e
 			with("field", "X-Tenant-ID").with("limit", "limits.idBytes").with("max", l.IDBytes)
 	}
 	if s.secret == nil {
+		// Without authentication the tenant header names the tenant and
+		// any Authorization header is ignored; the console's session
+		// stands in for a missing header.
+		if tenant == "" && hasSessionCookie(r) {
+			return s.sessionPrincipal(r, "")
+		}
 		if tenant == "" {
 			return nil, newAPIError(http.StatusBadRequest, "workflow.access.missing_tenant", "the X-Tenant-ID header is required")
 		}
-		return &principal{tenantID: tenant, subject: "insecure", scopes: []string{ScopeWorkflowsRead, ScopeWorkflowsWrite, ScopeMonitorRead, ScopeMonitorWrite}}, nil
+		return &principal{tenantID: tenant, subject: "insecure", scopes: allScopes}, nil
 	}
-	raw := ""
-	if h := r.Header.Get("Authorization"); h != "" {
-		var ok bool
-		raw, ok = strings.CutPrefix(h, "Bearer ")
-		if !ok {
-			return nil, newAPIError(http.StatusUnauthorized, "workflow.access.unauthorized", "the Authorization header must be \"Bearer <token>\"")
-		}
+	raw, err := bearerToken(r, stream)
+	if err != nil {
+		return nil, err
 	}
-	if r.URL.Query().Has("access_token") {
-		if !stream {
-			return nil, newAPIError(http.StatusUnauthorized, "workflow.access.unauthorized",
-				"access_token is accepted only by GET /api/v1/ws; send the token as \"Authorization: Bearer <token>\"")
-		}
-		if raw == "" {
-			raw = r.URL.Query().Get("access_token")
-		}
+	if raw == "" && hasSessionCookie(r) {
+		return s.sessionPrincipal(r, tenant)
 	}
 	if raw == "" {
 		return nil, newAPIError(http.StatusUnauthorized, "workflow.access.unauthorized", "a bearer token is required")
 	}
-	var claims tokenClaims
-	_, err := jwt.ParseWithClaims(raw, &claims, func(*jwt.Token) (any, error) { return s.secret, nil }, s.token.parserOptions()...)
+	claims, err := s.parseToken(raw)
 	if err != nil {
-		return nil, newAPIError(http.StatusUnauthorized, "workflow.access.unauthorized", "invalid token: %v", err)
-	}
-	if err := s.token.checkLifetime(&claims, time.Now()); err != nil {
 		return nil, err
-	}
-	if claims.TenantID == "" {
-		return nil, newAPIError(http.StatusUnauthorized, "workflow.access.unauthorized", "the token has no tenant_id claim")
 	}
 	if tenant == "" && stream {
 		tenant = claims.TenantID
@@ -208,4 +199,44 @@ func (s *Server) authenticateTenant(r *http.Request, stream bool) (*principal, e
 		scopes = defaultScopes
 	}
 	return &principal{tenantID: claims.TenantID, subject: claims.Subject, scopes: scopes}, nil
+}
+
+// bearerToken returns the request's token: its Authorization header, or
+// on the stream its ?access_token=; empty when it has none.
+func bearerToken(r *http.Request, stream bool) (string, error) {
+	raw := ""
+	if h := r.Header.Get("Authorization"); h != "" {
+		var ok bool
+		raw, ok = strings.CutPrefix(h, "Bearer ")
+		if !ok {
+			return "", newAPIError(http.StatusUnauthorized, "workflow.access.unauthorized", "the Authorization header must be \"Bearer <token>\"")
+		}
+	}
+	if r.URL.Query().Has("access_token") {
+		if !stream {
+			return "", newAPIError(http.StatusUnauthorized, "workflow.access.unauthorized",
+				"access_token is accepted only by GET /api/v1/ws; send the token as \"Authorization: Bearer <token>\"")
+		}
+		if raw == "" {
+			raw = r.URL.Query().Get("access_token")
+		}
+	}
+	return raw, nil
+}
+
+// parseToken checks an API token's signature, expiry, lifetime, audience
+// and issuer, and that it names a tenant.
+func (s *Server) parseToken(raw string) (*tokenClaims, error) {
+	var claims tokenClaims
+	_, err := jwt.ParseWithClaims(raw, &claims, func(*jwt.Token) (any, error) { return s.secret, nil }, s.token.parserOptions()...)
+	if err != nil {
+		return nil, newAPIError(http.StatusUnauthorized, "workflow.access.unauthorized", "invalid token: %v", err)
+	}
+	if err := s.token.checkLifetime(&claims, time.Now()); err != nil {
+		return nil, err
+	}
+	if claims.TenantID == "" {
+		return nil, newAPIError(http.StatusUnauthorized, "workflow.access.unauthorized", "the token has no tenant_id claim")
+	}
+	return &claims, nil
 }

@@ -230,3 +230,29 @@ func (s *Server) limitStream(next http.HandlerFunc) http.HandlerFunc {
 		next(w, r)
 	}
 }
+
+// RateLimited is the answer to a request over its tenant's rate limit.
+type RateLimited struct {
+	// RetryAfter is when the tenant's bucket holds a token again.
+	RetryAfter time.Duration
+	// Message says which limit and by how much.
+	Message string
+}
+
+func (e *RateLimited) Error() string { return e.Message }
+
+// Allow takes a token from the tenant's bucket for a request that is not
+// an API request but costs as much as one (a console page): the read class
+// for GET and HEAD, the write class otherwise. It returns a *RateLimited
+// when the tenant is over its limit, nil otherwise.
+func (s *Server) Allow(r *http.Request, tenant string) error {
+	ae := s.limiter.allow(classOf(r), tenant, time.Now())
+	if ae == nil {
+		return nil
+	}
+	var wait time.Duration
+	if ae.retryAfterMS != nil {
+		wait = time.Duration(*ae.retryAfterMS) * time.Millisecond
+	}
+	return &RateLimited{RetryAfter: wait, Message: ae.message}
+}

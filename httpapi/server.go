@@ -65,15 +65,17 @@ type Config struct {
 type Server struct {
 	*slog.Logger
 
-	engine  *engine.Engine
-	pool    *pgxpool.Pool
-	q       *dbsqlc.Queries
-	secret  []byte
-	token   TokenPolicy
-	timeout time.Duration
-	mux     *http.ServeMux
-	hub     *live.Hub
-	metrics http.Handler
+	engine *engine.Engine
+	pool   *pgxpool.Pool
+	q      *dbsqlc.Queries
+	secret []byte
+	// sessionKey signs console session cookies (httpapi/session.go).
+	sessionKey []byte
+	token      TokenPolicy
+	timeout    time.Duration
+	mux        *http.ServeMux
+	hub        *live.Hub
+	metrics    http.Handler
 	// metricsToken is the bearer token of GET /metrics; empty means none.
 	metricsToken string
 	limiter      *rateLimiter // nil: no rate limits
@@ -113,6 +115,7 @@ func New(cfg Config) (*Server, error) {
 	if !cfg.Insecure {
 		s.secret = cfg.JWTSecret
 	}
+	s.sessionKey = sessionKey(s.secret)
 	var err error
 	if s.limiter, err = newRateLimiter(cfg.RateLimits); err != nil {
 		return nil, err

@@ -29,6 +29,7 @@ var secret = []byte("test-secret-0123456789-0123456789")
 
 type testBundle struct {
 	pool      *pgxpool.Pool
+	api       *httpapi.Server
 	engine    *engine.Engine
 	channel   *engine.MemoryChannel
 	server    *httptest.Server
@@ -89,7 +90,7 @@ func setup(t *testing.T, opts setupOpts) *testBundle {
 	t.Cleanup(srv.Close)
 	tenant := fmt.Sprintf("tenant-%d", tenantSeq.Add(1))
 	return &testBundle{
-		pool: pool, engine: eng, channel: channel, server: srv,
+		pool: pool, api: api, engine: eng, channel: channel, server: srv,
 		validator: openapitest.New(t, httpapi.OpenAPIDocument),
 		tenant:    tenant, token: mint(t, tenant),
 	}
