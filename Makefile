@@ -1,6 +1,6 @@
 # The two commands of the README: `make run` and `make test`.
 
-.PHONY: run test vet check-generated generate build bench bench-peers lint-openapi
+.PHONY: run test vet check-generated generate build bench bench-peers lint-openapi screenshots
 
 # `make run` builds bin/baton and runs `baton dev` rather than `go run`,
 # which exits 1 whenever it is interrupted: Ctrl-C stops baton dev cleanly,
@@ -66,3 +66,8 @@ fuzz:
 	go test -run '^$$' -fuzz '^FuzzTemplate$$' -fuzztime $(FUZZTIME) $(FUZZFLAGS) ./engine/workflow
 	go test -run '^$$' -fuzz '^FuzzQueueCommand$$' -fuzztime $(FUZZTIME) $(FUZZFLAGS) ./engine
 	go test -run '^$$' -fuzz '^FuzzEnvelope$$' -fuzztime $(FUZZTIME) $(FUZZFLAGS) ./httpapi
+
+# Rewrites the console's screenshots in docs/console/ (shown by docs/console.md
+# and the README) from its browser tests; needs Chromium.
+screenshots:
+	BATON_SCREENSHOTS=$(CURDIR)/docs/console BATON_REQUIRE_BROWSER=1 go test -count=1 -run 'Browser|ReadOnlyToken' ./console/

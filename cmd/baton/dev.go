@@ -68,9 +68,11 @@ func cmdDev(ctx context.Context, args []string) error {
 	}
 	c.insecure = true
 	c.weakSecrets = true
+	c.devTenant = devTenant
 	c.ready = func(addr string) {
 		fmt.Printf(`
 Baton dev is serving on http://%[1]s WITHOUT authentication (tenant %[2]q).
+The console is at http://%[1]s/console/ (signed in as %[2]q).
 The example workflow %[3]q is stored. Run it:
 
   curl -s -X POST http://%[1]s/api/v1/workflow/execute -H 'Content-Type: application/json' -H 'X-Tenant-ID: %[2]s' \

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/cookiejar"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -199,6 +200,24 @@ func TestDevServesTheExample(t *testing.T) {
 	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", body)
 	require.Contains(t, string(body), `"status":"completed"`)
 	require.Contains(t, string(body), `"welcome_back"`)
+
+	// The console is served on the same port, signed in as dev, with River
+	// UI for its operator.
+	base := strings.TrimSuffix(endpoint, "/api/v1/workflow/execute")
+	jar, err := cookiejar.New(nil)
+	require.NoError(t, err)
+	browser := &http.Client{Jar: jar}
+	for path, want := range map[string]string{
+		"/console/":      `<b id="tenant">dev</b>`,
+		"/console/jobs/": "River",
+	} {
+		resp, err := browser.Get(base + path)
+		require.NoError(t, err)
+		page, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.Equal(t, http.StatusOK, resp.StatusCode, "%s: %s", path, page)
+		require.Contains(t, string(page), want, path)
+	}
 }
 
 // baton demo plays the recruiting story and prints it in order.

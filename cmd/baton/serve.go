@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/batonrun/baton/config"
+	"github.com/batonrun/baton/console"
 	"github.com/batonrun/baton/db"
 	"github.com/batonrun/baton/engine"
 	"github.com/batonrun/baton/httpapi"
@@ -53,6 +54,9 @@ type serveConfig struct {
 	// prepare runs once the engine exists, before serving (dev stores its
 	// example there).
 	prepare func(ctx context.Context, eng *engine.Engine) error
+	// devTenant, when set, is the tenant the console signs a browser in
+	// as, with every scope (baton dev).
+	devTenant string
 	// weakSecrets lets callbacks and webhooks run with a callback or
 	// webhook secret under engine.MinSecretBytes, with a warning (baton
 	// dev); serve refuses to start.
@@ -254,7 +258,15 @@ func serve(ctx context.Context, c serveConfig) error {
 	defer jobs.StartTimers(ctx, pool, jobs.TimersConfig{Logger: logger}).Stop()
 	hub.Start()
 	defer hub.Stop() // after Shutdown: ends the WebSocket streams it left open
-	srv := newHTTPServer(api.Handler(), file.HTTP)
+	jobsUI, err := console.NewJobsUI(ctx, console.JobsUIConfig{Client: client, Logger: logger})
+	if err != nil {
+		return err
+	}
+	con, err := console.New(console.Config{Engine: eng, Pool: pool, API: api, DevTenant: c.devTenant, Jobs: jobsUI, Logger: logger})
+	if err != nil {
+		return err
+	}
+	srv := newHTTPServer(withConsole(api.Handler(), con.Handler()), file.HTTP)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	logger.Info("baton serving", "addr", ln.Addr().String(), "auth", !c.insecure)
@@ -277,6 +289,15 @@ func serve(ctx context.Context, c serveConfig) error {
 		_ = client.StopAndCancel(shutdownCtx)
 	}
 	return nil
+}
+
+// withConsole serves the console under /console/ and the API elsewhere.
+func withConsole(api, con http.Handler) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/console/", con)
+	mux.Handle("/console", con)
+	mux.Handle("/", api)
+	return mux
 }
 
 // servePool connects to the database with the pool size serve needs.
@@ -332,7 +353,7 @@ func cmdMigrate(ctx context.Context, args []string) error {
 }
 
 // tokenScopes are the scopes baton token accepts.
-var tokenScopes = []string{httpapi.ScopeWorkflowsRead, httpapi.ScopeWorkflowsWrite, httpapi.ScopeMonitorRead, httpapi.ScopeMonitorWrite}
+var tokenScopes = []string{httpapi.ScopeWorkflowsRead, httpapi.ScopeWorkflowsWrite, httpapi.ScopeMonitorRead, httpapi.ScopeMonitorWrite, httpapi.ScopeOperator}
 
 func cmdToken(args []string) error {
 	fs := flag.NewFlagSet("token", flag.ContinueOnError)
