@@ -65,7 +65,9 @@ const EventAdmitted = "workflow.admitted"
 // row) of the execution, so increments are serialized and visible to the
 // next holder; transitions out of running may commit without it, which can
 // only make a count too high, never too low. Hence running never exceeds a
-// limit, across any number of processes.
+// limit, across any number of processes. A lane far from its limit is
+// entered in share mode instead, without serialising (lane_shared.go,
+// "Shared admission"), under a rule that keeps the same bound.
 
 // Runs that never hold a slot.
 //
@@ -446,6 +448,15 @@ func (e *Engine) SweepLanes(ctx context.Context) error {
 // With inline, an admitted execution gets no step job: the caller runs its
 // first step in tx.
 func (e *Engine) enterLane(ctx context.Context, tx pgx.Tx, row *dbsqlc.AgentExecution, inline bool) (*dbsqlc.AgentExecution, error) {
+	if row.SessionKey == nil {
+		room, ok, err := e.shareLane(ctx, tx, row.TenantID, row.Lane, row.ID)
+		if err != nil {
+			return nil, err
+		}
+		if ok && room.fits && !room.queued {
+			return e.admitShared(ctx, tx, row, inline)
+		}
+	}
 	var inlineID int64
 	if inline {
 		inlineID = row.ID
@@ -467,30 +478,13 @@ func (e *Engine) enterLane(ctx context.Context, tx pgx.Tx, row *dbsqlc.AgentExec
 // room: the caller runs or enqueues its step) or goes to pending ahead of
 // new work.
 func (e *Engine) admitResumed(ctx context.Context, tx pgx.Tx, row *dbsqlc.AgentExecution) (*dbsqlc.AgentExecution, error) {
-	room := false
-	l, ok, err := e.lockLane(ctx, tx, row.TenantID, row.Lane, false)
+	room, held, err := e.resumedLaneRoom(ctx, tx, row)
 	if err != nil {
 		return nil, err
 	}
-	if ok {
-		room, err = e.laneRoomFor(ctx, tx, l, row.TenantID)
-		if err != nil {
+	if room && row.SessionKey != nil {
+		if room, err = e.resumedSessionRoom(ctx, tx, row); err != nil {
 			return nil, err
-		}
-		if room && row.SessionKey != nil {
-			sl, sok, err := e.lockLane(ctx, tx, row.TenantID, *row.SessionKey, false)
-			if err != nil {
-				return nil, err
-			}
-			if !sok {
-				room = false
-			} else {
-				sn, err := e.q.SessionCountRunning(ctx, tx, &dbsqlc.SessionCountRunningParams{TenantID: row.TenantID, SessionKey: *row.SessionKey})
-				if err != nil {
-					return nil, fmt.Errorf("counting running executions of %s: %w", *row.SessionKey, err)
-				}
-				room = int(sn) <= int(sl.MaxConcurrent)
-			}
 		}
 	}
 	if room {
@@ -502,12 +496,44 @@ func (e *Engine) admitResumed(ctx context.Context, tx pgx.Tx, row *dbsqlc.AgentE
 	}
 	e.InfoContext(ctx, fmt.Sprintf("Execution %s resumed into a full lane %s: pending ahead of new work", row.ExecutionID, row.Lane),
 		"execution_id", row.ExecutionID, "tenant_id", row.TenantID, "lane", row.Lane)
-	if !ok {
+	if !held {
 		// The lane row is held: whoever holds it may not see this one.
 		owner, name := e.laneKey(row.TenantID, row.Lane)
 		return out, e.insertDispatch(ctx, tx, owner, name)
 	}
 	return out, nil
+}
+
+// resumedLaneRoom reports whether the lane of a resumed run (already
+// counted as running) has room for it: in share mode when the lane is far
+// from full ("Shared admission"), else under the exclusive lock. held says
+// this transaction holds the lane row, so whoever admits next sees the run
+// should it go pending.
+func (e *Engine) resumedLaneRoom(ctx context.Context, tx pgx.Tx, row *dbsqlc.AgentExecution) (room, held bool, err error) {
+	shared, ok, err := e.shareLane(ctx, tx, row.TenantID, row.Lane, row.ID)
+	if err != nil || (ok && shared.fits) {
+		return ok, ok, err
+	}
+	l, ok, err := e.lockLane(ctx, tx, row.TenantID, row.Lane, false)
+	if err != nil || !ok {
+		return false, false, err
+	}
+	room, err = e.laneRoomFor(ctx, tx, l, row.TenantID)
+	return room, true, err
+}
+
+// resumedSessionRoom reports whether the session of a resumed run (already
+// counted as running) has room for it.
+func (e *Engine) resumedSessionRoom(ctx context.Context, tx pgx.Tx, row *dbsqlc.AgentExecution) (bool, error) {
+	sl, ok, err := e.lockLane(ctx, tx, row.TenantID, *row.SessionKey, false)
+	if err != nil || !ok {
+		return false, err
+	}
+	n, err := e.q.SessionCountRunning(ctx, tx, &dbsqlc.SessionCountRunningParams{TenantID: row.TenantID, SessionKey: *row.SessionKey})
+	if err != nil {
+		return false, fmt.Errorf("counting running executions of %s: %w", *row.SessionKey, err)
+	}
+	return int(n) <= int(sl.MaxConcurrent), nil
 }
 
 // laneRoomFor reports, for a run of the tenant that is already counted as
@@ -534,8 +560,13 @@ func (e *Engine) laneRoomFor(ctx context.Context, tx pgx.Tx, l *dbsqlc.Lane, ten
 // slotFreed runs in the transaction of every transition out of running
 // (finalize, entering a wait) of a run that held a slot: its lane admits
 // the next runs.
+// When nothing is queued there is nothing to admit ("Shared admission").
 func (e *Engine) slotFreed(ctx context.Context, tx pgx.Tx, row *dbsqlc.AgentExecution) error {
-	_, err := e.admitSoon(ctx, tx, row.TenantID, row.Lane, 0)
+	shared, ok, err := e.shareLane(ctx, tx, row.TenantID, row.Lane, 0)
+	if err != nil || (ok && !shared.queued) {
+		return err
+	}
+	_, err = e.admitSoon(ctx, tx, row.TenantID, row.Lane, 0)
 	return err
 }
 

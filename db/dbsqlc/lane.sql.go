@@ -14,7 +14,8 @@ const executionAdmit = `-- name: ExecutionAdmit :one
 UPDATE agent_execution
 SET status = 'running',
     -- clock_timestamp: admissions of a lane are serialized by its row
-    -- lock, so their start times follow admission order.
+    -- lock, so their start times follow admission order (shared admission
+    -- admits a start only when nothing is queued).
     started_at = coalesce(started_at, clock.at),
     current_step_started_at = clock.at,
     admit_first = false,
@@ -536,6 +537,87 @@ func (q *Queries) LaneSetLimit(ctx context.Context, db DBTX, arg *LaneSetLimitPa
 		arg.Name,
 	)
 	return err
+}
+
+const laneShareLock = `-- name: LaneShareLock :one
+SELECT tenant_id, name, max_concurrent, dispatch_pending, dispatch_pending_since, flush_pending, flush_at, created_at, updated_at, per_tenant FROM lane WHERE tenant_id = $1::text AND name = $2::text FOR SHARE SKIP LOCKED
+`
+
+type LaneShareLockParams struct {
+	TenantID string
+	Name     string
+}
+
+// Takes a lane row in share mode if no transaction holds it exclusively:
+// shared admission (engine/lane.go, "Shared admission"). Share holders do
+// not exclude each other; they exclude LaneLock and LaneTryLock holders.
+func (q *Queries) LaneShareLock(ctx context.Context, db DBTX, arg *LaneShareLockParams) (*Lane, error) {
+	row := db.QueryRow(ctx, laneShareLock, arg.TenantID, arg.Name)
+	var i Lane
+	err := row.Scan(
+		&i.TenantID,
+		&i.Name,
+		&i.MaxConcurrent,
+		&i.DispatchPending,
+		&i.DispatchPendingSince,
+		&i.FlushPending,
+		&i.FlushAt,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.PerTenant,
+	)
+	return &i, err
+}
+
+const laneSharedRoom = `-- name: LaneSharedRoom :one
+WITH room AS (
+    SELECT (SELECT count(*) FROM agent_execution
+            WHERE lane = $3::text AND status = 'running' AND id <> $1::bigint)::integer AS others,
+           (current_setting('max_connections')::integer
+            + current_setting('max_prepared_transactions')::integer)::integer AS in_flight,
+           EXISTS (SELECT 1 FROM agent_execution
+                   WHERE lane = $3::text AND status = 'pending' AND queued_at <= clock_timestamp()
+                     AND id <> $1::bigint) AS queued,
+           coalesce(current_setting('baton.shared_admission', true), '') <> 'taken' AS first
+)
+SELECT r.others, r.in_flight, r.queued::boolean AS queued,
+       (CASE WHEN $1::bigint <> 0 AND r.first AND r.others + r.in_flight <= $2::integer
+             THEN set_config('baton.shared_admission', 'taken', true) = 'taken'
+             ELSE false END)::boolean AS fits
+FROM room r
+`
+
+type LaneSharedRoomParams struct {
+	Self      int64
+	LaneLimit int32
+	Lane      string
+}
+
+type LaneSharedRoomRow struct {
+	Others   int32
+	InFlight int32
+	Queued   bool
+	Fits     bool
+}
+
+// What shared admission decides on, for a global lane of limit
+// @lane_limit (engine/lane_shared.go): the running executions other than
+// @self, the most transactions that can be in flight at once in the
+// cluster (every backend and prepared transaction), whether an admissible
+// pending run other than @self is queued, and whether @self fits. A
+// transaction admits at most one run this way: when @self fits, the
+// statement marks the transaction (a transaction-local setting) and later
+// calls in it do not fit.
+func (q *Queries) LaneSharedRoom(ctx context.Context, db DBTX, arg *LaneSharedRoomParams) (*LaneSharedRoomRow, error) {
+	row := db.QueryRow(ctx, laneSharedRoom, arg.Self, arg.LaneLimit, arg.Lane)
+	var i LaneSharedRoomRow
+	err := row.Scan(
+		&i.Others,
+		&i.InFlight,
+		&i.Queued,
+		&i.Fits,
+	)
+	return &i, err
 }
 
 const laneTenantRunning = `-- name: LaneTenantRunning :one

@@ -34,6 +34,37 @@ SELECT * FROM lane WHERE tenant_id = @tenant_id::text AND name = @name::text FOR
 -- rows this way.
 SELECT * FROM lane WHERE tenant_id = @tenant_id::text AND name = @name::text FOR UPDATE SKIP LOCKED;
 
+-- name: LaneShareLock :one
+-- Takes a lane row in share mode if no transaction holds it exclusively:
+-- shared admission (engine/lane.go, "Shared admission"). Share holders do
+-- not exclude each other; they exclude LaneLock and LaneTryLock holders.
+SELECT * FROM lane WHERE tenant_id = @tenant_id::text AND name = @name::text FOR SHARE SKIP LOCKED;
+
+-- name: LaneSharedRoom :one
+-- What shared admission decides on, for a global lane of limit
+-- @lane_limit (engine/lane_shared.go): the running executions other than
+-- @self, the most transactions that can be in flight at once in the
+-- cluster (every backend and prepared transaction), whether an admissible
+-- pending run other than @self is queued, and whether @self fits. A
+-- transaction admits at most one run this way: when @self fits, the
+-- statement marks the transaction (a transaction-local setting) and later
+-- calls in it do not fit.
+WITH room AS (
+    SELECT (SELECT count(*) FROM agent_execution
+            WHERE lane = @lane::text AND status = 'running' AND id <> @self::bigint)::integer AS others,
+           (current_setting('max_connections')::integer
+            + current_setting('max_prepared_transactions')::integer)::integer AS in_flight,
+           EXISTS (SELECT 1 FROM agent_execution
+                   WHERE lane = @lane::text AND status = 'pending' AND queued_at <= clock_timestamp()
+                     AND id <> @self::bigint) AS queued,
+           coalesce(current_setting('baton.shared_admission', true), '') <> 'taken' AS first
+)
+SELECT r.others, r.in_flight, r.queued::boolean AS queued,
+       (CASE WHEN @self::bigint <> 0 AND r.first AND r.others + r.in_flight <= @lane_limit::integer
+             THEN set_config('baton.shared_admission', 'taken', true) = 'taken'
+             ELSE false END)::boolean AS fits
+FROM room r;
+
 -- name: LaneCountRunning :one
 -- The running executions of a global lane, all tenants'.
 SELECT count(*)::integer FROM agent_execution WHERE lane = @lane::text AND status = 'running';
@@ -99,7 +130,8 @@ ORDER BY h.tenant_id, h.admit_first DESC, h.queued_at, h.id;
 UPDATE agent_execution
 SET status = 'running',
     -- clock_timestamp: admissions of a lane are serialized by its row
-    -- lock, so their start times follow admission order.
+    -- lock, so their start times follow admission order (shared admission
+    -- admits a start only when nothing is queued).
     started_at = coalesce(started_at, clock.at),
     current_step_started_at = clock.at,
     admit_first = false,

@@ -1,0 +1,118 @@
+package engine
+
+import (
+	"context"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/batonrun/baton/internal/pgtest"
+)
+
+// Share mode, step by step: share holders do not exclude each other and
+// exclude exclusive holders both ways; one transaction admits one run this
+// way; a run fits exactly while the others running plus the transactions
+// the cluster can have in flight stay within the limit; a queue, a
+// per-tenant cap or a tenant's own lane send admission back to the
+// exclusive lock.
+func TestShareModeAdmission(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.NewPool(t)
+	var inFlight int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT current_setting('max_connections')::int
+		+ current_setting('max_prepared_transactions')::int`).Scan(&inFlight))
+	e, err := New(Config{Pool: pool,
+		LaneLimits:    map[string]int{"big": inFlight + 2, "capped": 10 * inFlight},
+		LanePerTenant: map[string]int{"capped": 5}})
+	require.NoError(t, err)
+	begin := func() pgx.Tx {
+		tx, err := pool.Begin(ctx)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = tx.Rollback(ctx) })
+		return tx
+	}
+	share := func(tx pgx.Tx, lane string, self int64) (sharedRoom, bool) {
+		t.Helper()
+		room, ok, err := e.shareLane(ctx, tx, "acme", lane, self)
+		require.NoError(t, err)
+		return room, ok
+	}
+	exclusive := func(tx pgx.Tx, lane string) bool {
+		t.Helper()
+		_, ok, err := e.lockLane(ctx, tx, "acme", lane, false)
+		require.NoError(t, err)
+		return ok
+	}
+	for _, lane := range []string{"big", "capped"} { // the rows, as a first use makes them
+		require.NoError(t, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+			_, _, err := e.lockLane(ctx, tx, "acme", lane, true)
+			return err
+		}))
+	}
+
+	a, b, c := begin(), begin(), begin()
+	room, ok := share(a, "big", 1)
+	require.True(t, ok)
+	require.Equal(t, sharedRoom{fits: true}, room)
+	room, ok = share(a, "big", 2)
+	require.True(t, ok)
+	require.False(t, room.fits, "a transaction admits one run in share mode")
+	room, ok = share(b, "big", 3)
+	require.True(t, ok, "share holders do not exclude each other")
+	require.True(t, room.fits)
+	require.False(t, exclusive(c, "big"), "share holders exclude an exclusive holder")
+	require.NoError(t, a.Rollback(ctx))
+	require.NoError(t, b.Rollback(ctx))
+	require.True(t, exclusive(c, "big"))
+	_, ok = share(begin(), "big", 4)
+	require.False(t, ok, "an exclusive holder excludes share holders")
+	require.NoError(t, c.Rollback(ctx))
+
+	// The limit is inFlight + 2: a run fits beside two others, not three.
+	running := insertRuns(t, pool, "big", "running", 3)
+	room, ok = share(begin(), "big", 5)
+	require.True(t, ok)
+	require.False(t, room.fits)
+	room, ok = share(begin(), "big", running[0])
+	require.True(t, ok)
+	require.True(t, room.fits, "a run is not counted beside itself")
+	_, err = pool.Exec(ctx, `DELETE FROM agent_execution WHERE id = $1`, running[1])
+	require.NoError(t, err)
+	room, ok = share(begin(), "big", 6)
+	require.True(t, ok)
+	require.Equal(t, sharedRoom{fits: true}, room)
+
+	pending := insertRuns(t, pool, "big", "pending", 1)
+	room, ok = share(begin(), "big", 7)
+	require.True(t, ok)
+	require.True(t, room.queued)
+	room, _ = share(begin(), "big", pending[0])
+	require.False(t, room.queued, "a run does not queue behind itself")
+
+	_, ok = share(begin(), "capped", 8)
+	require.False(t, ok, "a lane with a per-tenant cap is admitted exclusively")
+	_, ok = share(begin(), "own", 9)
+	require.False(t, ok, "a tenant's own lane is admitted exclusively")
+}
+
+// insertRuns writes n executions of tenant acme in lane with status, by
+// SQL, and returns their ids.
+func insertRuns(t *testing.T, pool *pgxpool.Pool, lane, status string, n int) []int64 {
+	t.Helper()
+	rows, err := pool.Query(context.Background(), `
+WITH th AS (
+    INSERT INTO thread (tenant_id, thread_id, channel, contact)
+    SELECT 'acme', $2 || '-' || i || '-' || gen_random_uuid(), 'api', gen_random_uuid()::text FROM generate_series(1, $3::int) i
+    RETURNING id
+)
+INSERT INTO agent_execution (tenant_id, execution_id, workflow_id, version, status, thread_id, lane)
+SELECT 'acme', gen_random_uuid()::text, 'wf', '1', $2::execution_status, th.id, $1 FROM th
+RETURNING id`, lane, status, n)
+	require.NoError(t, err)
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	require.NoError(t, err)
+	return ids
+}
