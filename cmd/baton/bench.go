@@ -35,6 +35,9 @@ type benchConfig struct {
 	keep          bool
 	jsonOut       bool
 	cpuProfile    string
+	// retention, when set, adds figure (f) in retentionRounds pairs.
+	retention       time.Duration
+	retentionRounds int
 }
 
 // benchRow is one line of the bench's table.
@@ -82,6 +85,8 @@ func cmdBench(ctx context.Context, args []string, stdout io.Writer) error {
 	fs.BoolVar(&c.keep, "keep", false, "keep the bench database instead of dropping it")
 	fs.BoolVar(&c.jsonOut, "json", false, "print JSON instead of a table")
 	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a Go CPU profile of the Baton figure (b) to this file")
+	fs.DurationVar(&c.retention, "retention", 0, "also measure (f): (b) at the first concurrency with everything kept this long and swept, against (b) without retention, in interleaved pairs (0: skip (f))")
+	fs.IntVar(&c.retentionRounds, "retention-rounds", 5, "pairs of runs of (f)")
 	if err := parseFlags(fs, args, envFlag{"database-url", "DATABASE_URL"}); err != nil {
 		return err
 	}
@@ -94,6 +99,9 @@ func cmdBench(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	if c.duration <= 0 || c.warmup < 0 || c.chains <= 0 || c.commitClients <= 0 || c.maxConns <= 0 {
 		return errors.New("--duration, --chains, --commit-clients and --max-conns must be positive and --warmup not negative")
+	}
+	if c.retention < 0 || c.retentionRounds <= 0 {
+		return errors.New("--retention must not be negative and --retention-rounds must be positive")
 	}
 	if c.workers < 0 || c.fetchCooldown < 0 || c.fetchPoll < 0 {
 		return errors.New("--workers, --fetch-cooldown and --fetch-poll-interval must not be negative (0 takes Baton's default)")
@@ -215,6 +223,13 @@ func (b *bencher) run(ctx context.Context) ([]benchRow, error) {
 			Target: "≥ 0.25× limit", Met: verdict(steps/commits.PerSecond >= 0.25),
 			Detail: fmt.Sprintf("%.2f× the commit-rate limit", steps/commits.PerSecond),
 		})
+	}
+	if b.cfg.retention > 0 {
+		row, err := b.retentionCost(ctx)
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, row)
 	}
 	return rows, nil
 }

@@ -21,11 +21,15 @@ const LaneLimit = 10_000
 type Baton struct {
 	Engine *engine.Engine
 	River  *river.Client[pgx.Tx]
+	// stopDelivery ends prompt delivery.
+	stopDelivery func()
 }
 
 // StartBaton returns an engine on pool, lane main limited to LaneLimit, and
 // a started River client with the settings of jc (its Engine is set here),
-// with each workflow stored for tenant. Stop stops the River client.
+// with each workflow stored for tenant. The engine delivers promptly, as
+// baton serve's does (engine.DeliverPromptly, with River's workers of the
+// high queue). Stop stops the River client, then prompt delivery.
 func StartBaton(ctx context.Context, pool *pgxpool.Pool, jc jobs.Config, tenant string, workflows ...string) (*Baton, error) {
 	eng, err := engine.New(engine.Config{Pool: pool, LaneLimits: map[string]int{engine.LaneMain: LaneLimit}})
 	if err != nil {
@@ -39,7 +43,11 @@ func StartBaton(ctx context.Context, pool *pgxpool.Pool, jc jobs.Config, tenant 
 	if err := client.Start(ctx); err != nil {
 		return nil, fmt.Errorf("starting River: %w", err)
 	}
-	b := &Baton{Engine: eng, River: client}
+	workers := jc.Workers
+	if workers == 0 {
+		workers = jobs.DefaultWorkers
+	}
+	b := &Baton{Engine: eng, River: client, stopDelivery: eng.DeliverPromptly(workers)}
 	for _, w := range workflows {
 		if _, _, err := eng.DefineWorkflow(ctx, pool, tenant, []byte(w)); err != nil {
 			b.Stop(ctx)
@@ -49,8 +57,12 @@ func StartBaton(ctx context.Context, pool *pgxpool.Pool, jc jobs.Config, tenant 
 	return b, nil
 }
 
-// Stop stops the River client.
-func (b *Baton) Stop(ctx context.Context) { StopClient(ctx, b.River) }
+// Stop stops the River client, then prompt delivery (whose cut-short
+// deliveries the backstop jobs would deliver).
+func (b *Baton) Stop(ctx context.Context) {
+	StopClient(ctx, b.River)
+	b.stopDelivery()
+}
 
 // Start starts an execution in a transaction of its own.
 func (b *Baton) Start(ctx context.Context, p engine.StartParams) (*engine.Execution, error) {
