@@ -41,6 +41,11 @@ type JobInserter interface {
 	// InsertLaneDispatch enqueues a lane.dispatch job that admits the
 	// lane's pending executions.
 	InsertLaneDispatch(ctx context.Context, tx pgx.Tx, owner, lane string) error
+	// DropLaneDispatches deletes the lane's lane.dispatch jobs that are due
+	// and not taken by a worker yet: the caller holds the lane and admits
+	// after this, seeing all that the transactions that enqueued them
+	// committed.
+	DropLaneDispatches(ctx context.Context, tx pgx.Tx, owner, lane string) error
 	// InsertLaneDispatchAt enqueues a lane.dispatch job due at at (within a
 	// poll interval): the moment a paused run may be admitted again.
 	InsertLaneDispatchAt(ctx context.Context, tx pgx.Tx, owner, lane string, at time.Time) error
@@ -165,6 +170,9 @@ type Engine struct {
 	definitions *definitionCache
 	// lanesKnown remembers lane rows that exist, at most Config.KnownLanes.
 	lanesKnown *knownLanes
+	// sharedAdmissions counts the runs this process made running in share
+	// mode (lane_shared.go), for tests.
+	sharedAdmissions atomic.Int64
 	// callbackHosts is Config.CallbackAllowHosts, parsed.
 	callbackHosts AllowList
 	// prompt delivers messages right after their transaction commits, once

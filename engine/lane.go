@@ -193,14 +193,10 @@ func (e *Engine) lockLane(ctx context.Context, tx pgx.Tx, tenantID, name string,
 		}
 		if err == nil {
 			e.lanesKnown.remember(tenant, key)
-			limit, perTenant := int32(e.laneLimit(key)), int32(e.lanePerTenant(key))
-			if l.MaxConcurrent != limit || l.PerTenant != perTenant {
-				if err := e.q.LaneSetLimit(ctx, tx, &dbsqlc.LaneSetLimitParams{TenantID: tenant, Name: key, MaxConcurrent: limit, PerTenant: perTenant}); err != nil {
-					return nil, false, fmt.Errorf("storing limit of lane %s: %w", key, err)
-				}
-				l.MaxConcurrent, l.PerTenant = limit, perTenant
+			if held, err := e.lockAdmission(ctx, tx, tenant, key, wait); err != nil || !held {
+				return nil, false, err
 			}
-			return l, true, nil
+			return l, true, e.storeLimits(ctx, tx, l)
 		}
 		if !errors.Is(err, pgx.ErrNoRows) {
 			return nil, false, fmt.Errorf("locking lane %s: %w", name, err)
@@ -222,6 +218,64 @@ func (e *Engine) lockLane(ctx context.Context, tx pgx.Tx, tenantID, name string,
 		}
 	}
 	return nil, false, nil
+}
+
+// storeLimits gives a lane whose row the caller holds the limits of this
+// process's configuration, when its stored ones differ.
+func (e *Engine) storeLimits(ctx context.Context, tx pgx.Tx, l *dbsqlc.Lane) error {
+	limit, perTenant := int32(e.laneLimit(l.Name)), int32(e.lanePerTenant(l.Name))
+	if l.MaxConcurrent == limit && l.PerTenant == perTenant {
+		return nil
+	}
+	if err := e.q.LaneSetLimit(ctx, tx, &dbsqlc.LaneSetLimitParams{TenantID: l.TenantID, Name: l.Name, MaxConcurrent: limit, PerTenant: perTenant}); err != nil {
+		return fmt.Errorf("storing limit of lane %s: %w", l.Name, err)
+	}
+	l.MaxConcurrent, l.PerTenant = limit, perTenant
+	return nil
+}
+
+// lockLaneToDispatch takes a lane for its lane.dispatch job: the row only
+// if no other transaction holds it (false then: the holder admits what it
+// sees, and the job looks again shortly rather than keep a River worker in
+// the queue for the row), then the admission lock, waiting for its share
+// holders. A missing row is created, waiting, as lockLane does.
+func (e *Engine) lockLaneToDispatch(ctx context.Context, tx pgx.Tx, owner, lane string) (*dbsqlc.Lane, bool, error) {
+	l, err := e.q.LaneTryLock(ctx, tx, &dbsqlc.LaneTryLockParams{TenantID: owner, Name: lane})
+	if errors.Is(err, pgx.ErrNoRows) {
+		exists, err := e.q.LaneExists(ctx, tx, &dbsqlc.LaneExistsParams{TenantID: owner, Name: lane})
+		if err != nil || exists {
+			return nil, false, err
+		}
+		return e.lockLane(ctx, tx, owner, lane, true)
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("locking lane %s: %w", lane, err)
+	}
+	if _, err := e.lockAdmission(ctx, tx, owner, lane, true); err != nil {
+		return nil, false, err
+	}
+	return l, true, e.storeLimits(ctx, tx, l)
+}
+
+// lockAdmission takes, after the row of the lane (owner, name), a global
+// lane's admission lock exclusively ("Shared admission" in
+// lane_shared.go): with wait, waiting for its share holders; without,
+// reporting false when any holds it.
+func (e *Engine) lockAdmission(ctx context.Context, tx pgx.Tx, owner, name string, wait bool) (bool, error) {
+	if owner != "" {
+		return true, nil
+	}
+	if wait {
+		if err := e.q.LaneLockExclusive(ctx, tx, &dbsqlc.LaneLockExclusiveParams{LockClass: laneLockClass, Lane: name}); err != nil {
+			return false, fmt.Errorf("locking admission to lane %s: %w", name, err)
+		}
+		return true, nil
+	}
+	held, err := e.q.LaneTryExclusive(ctx, tx, &dbsqlc.LaneTryExclusiveParams{LockClass: laneLockClass, Lane: name})
+	if err != nil {
+		return false, fmt.Errorf("locking admission to lane %s: %w", name, err)
+	}
+	return held, nil
 }
 
 // admission is the result of one admission round of a lane.
@@ -390,12 +444,25 @@ func (e *Engine) armDispatch(ctx context.Context, tx pgx.Tx, owner, lane string)
 }
 
 // DispatchLane is the lane.dispatch job of the lane row (owner, lane): it
-// takes the row in order, admits what fits, clears the dispatch flag and
-// completes the job, all in one transaction.
+// takes the row, admits what fits, clears the dispatch flag and completes
+// the job, all in one transaction. When another transaction holds the row,
+// the job completes with a new one due shortly.
 func (e *Engine) DispatchLane(ctx context.Context, owner, lane string, complete CompleteFunc) error {
 	return e.WithTx(ctx, func(tx pgx.Tx) error {
-		l, _, err := e.lockLane(ctx, tx, owner, lane, true)
+		l, ok, err := e.lockLaneToDispatch(ctx, tx, owner, lane)
 		if err != nil {
+			return err
+		}
+		if !ok {
+			if err := e.jobs.InsertLaneDispatchAt(ctx, tx, owner, lane, time.Now().Add(dispatchRetryDelay)); err != nil {
+				return fmt.Errorf("re-enqueueing lane.dispatch: %w", err)
+			}
+			return complete(ctx, tx)
+		}
+		// The lane's other due dispatches ask for this admission: drop
+		// them before it reads, so that it sees all their enqueuers
+		// committed, rather than run them one by one after it.
+		if err := e.jobs.DropLaneDispatches(ctx, tx, l.TenantID, l.Name); err != nil {
 			return err
 		}
 		res, err := e.admitLocked(ctx, tx, l, true, 0)
@@ -497,7 +564,8 @@ func (e *Engine) admitResumed(ctx context.Context, tx pgx.Tx, row *dbsqlc.AgentE
 	e.InfoContext(ctx, fmt.Sprintf("Execution %s resumed into a full lane %s: pending ahead of new work", row.ExecutionID, row.Lane),
 		"execution_id", row.ExecutionID, "tenant_id", row.TenantID, "lane", row.Lane)
 	if !held {
-		// The lane row is held: whoever holds it may not see this one.
+		// The lane is held, or shared: whoever admits next may not see
+		// this one.
 		owner, name := e.laneKey(row.TenantID, row.Lane)
 		return out, e.insertDispatch(ctx, tx, owner, name)
 	}
@@ -507,12 +575,14 @@ func (e *Engine) admitResumed(ctx context.Context, tx pgx.Tx, row *dbsqlc.AgentE
 // resumedLaneRoom reports whether the lane of a resumed run (already
 // counted as running) has room for it: in share mode when the lane is far
 // from full ("Shared admission"), else under the exclusive lock. held says
-// this transaction holds the lane row, so whoever admits next sees the run
-// should it go pending.
+// this transaction holds the lane exclusively, so whoever admits next sees
+// the run should it go pending; a share holder does not know that (a run
+// that frees a slot beside it may not see the run), so a run it puts back
+// to pending gets a lane.dispatch job.
 func (e *Engine) resumedLaneRoom(ctx context.Context, tx pgx.Tx, row *dbsqlc.AgentExecution) (room, held bool, err error) {
 	shared, ok, err := e.shareLane(ctx, tx, row.TenantID, row.Lane, row.ID)
 	if err != nil || (ok && shared.fits) {
-		return ok, ok, err
+		return ok, false, err
 	}
 	l, ok, err := e.lockLane(ctx, tx, row.TenantID, row.Lane, false)
 	if err != nil || !ok {
@@ -560,7 +630,9 @@ func (e *Engine) laneRoomFor(ctx context.Context, tx pgx.Tx, l *dbsqlc.Lane, ten
 // slotFreed runs in the transaction of every transition out of running
 // (finalize, entering a wait) of a run that held a slot: its lane admits
 // the next runs.
-// When nothing is queued there is nothing to admit ("Shared admission").
+// When nothing is queued there is nothing to admit ("Shared admission";
+// shareLane looks without the lock first and goes this way only when no
+// queue shows).
 func (e *Engine) slotFreed(ctx context.Context, tx pgx.Tx, row *dbsqlc.AgentExecution) error {
 	shared, ok, err := e.shareLane(ctx, tx, row.TenantID, row.Lane, 0)
 	if err != nil || (ok && !shared.queued) {

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -12,11 +13,11 @@ import (
 )
 
 // Share mode, step by step: share holders do not exclude each other and
-// exclude exclusive holders both ways; one transaction admits one run this
-// way; a run fits exactly while the others running plus the transactions
-// the cluster can have in flight stay within the limit; a queue, a
-// per-tenant cap or a tenant's own lane send admission back to the
-// exclusive lock.
+// exclude exclusive holders both ways, and a waiting exclusive holder is not
+// overtaken; one transaction admits one run this way; a run fits exactly
+// while the others running plus the transactions the cluster can have in
+// flight stay within the limit; a queue (for a freed slot), a per-tenant
+// cap or a tenant's own lane send admission back to the exclusive lock.
 func TestShareModeAdmission(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -40,6 +41,13 @@ func TestShareModeAdmission(t *testing.T) {
 		require.NoError(t, err)
 		return room, ok
 	}
+	// alone runs share in a transaction of its own, rolled back at once.
+	alone := func(lane string, self int64) (sharedRoom, bool) {
+		t.Helper()
+		tx := begin()
+		defer func() { require.NoError(t, tx.Rollback(ctx)) }()
+		return share(tx, lane, self)
+	}
 	exclusive := func(tx pgx.Tx, lane string) bool {
 		t.Helper()
 		_, ok, err := e.lockLane(ctx, tx, "acme", lane, false)
@@ -57,9 +65,8 @@ func TestShareModeAdmission(t *testing.T) {
 	room, ok := share(a, "big", 1)
 	require.True(t, ok)
 	require.Equal(t, sharedRoom{fits: true}, room)
-	room, ok = share(a, "big", 2)
-	require.True(t, ok)
-	require.False(t, room.fits, "a transaction admits one run in share mode")
+	_, ok = share(a, "big", 2)
+	require.False(t, ok, "a transaction admits one run in share mode")
 	room, ok = share(b, "big", 3)
 	require.True(t, ok, "share holders do not exclude each other")
 	require.True(t, room.fits)
@@ -67,34 +74,61 @@ func TestShareModeAdmission(t *testing.T) {
 	require.NoError(t, a.Rollback(ctx))
 	require.NoError(t, b.Rollback(ctx))
 	require.True(t, exclusive(c, "big"))
-	_, ok = share(begin(), "big", 4)
+	_, ok = alone("big", 4)
 	require.False(t, ok, "an exclusive holder excludes share holders")
 	require.NoError(t, c.Rollback(ctx))
 
+	// An exclusive holder waiting for share holders is not overtaken by new
+	// ones.
+	d := begin()
+	_, ok = share(d, "big", 5)
+	require.True(t, ok)
+	waiter := begin()
+	locked := make(chan error, 1)
+	go func() {
+		_, _, err := e.lockLane(ctx, waiter, "acme", "big", true)
+		locked <- err
+	}()
+	require.Eventually(t, func() bool {
+		var waiting bool
+		require.NoError(t, pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND NOT granted)`).Scan(&waiting))
+		return waiting
+	}, 10*time.Second, 5*time.Millisecond)
+	_, ok = alone("big", 6)
+	require.False(t, ok, "a share request does not overtake a waiting exclusive holder")
+	require.NoError(t, d.Rollback(ctx))
+	require.NoError(t, <-locked)
+	require.NoError(t, waiter.Rollback(ctx))
+
 	// The limit is inFlight + 2: a run fits beside two others, not three.
 	running := insertRuns(t, pool, "big", "running", 3)
-	room, ok = share(begin(), "big", 5)
-	require.True(t, ok)
-	require.False(t, room.fits)
-	room, ok = share(begin(), "big", running[0])
+	_, ok = alone("big", 7)
+	require.False(t, ok)
+	room, ok = alone("big", running[0])
 	require.True(t, ok)
 	require.True(t, room.fits, "a run is not counted beside itself")
 	_, err = pool.Exec(ctx, `DELETE FROM agent_execution WHERE id = $1`, running[1])
 	require.NoError(t, err)
-	room, ok = share(begin(), "big", 6)
+	room, ok = alone("big", 8)
 	require.True(t, ok)
 	require.Equal(t, sharedRoom{fits: true}, room)
 
+	// A freed slot (self 0) goes the exclusive way when a run is queued.
+	room, ok = alone("big", 0)
+	require.True(t, ok)
+	require.Equal(t, sharedRoom{}, room)
 	pending := insertRuns(t, pool, "big", "pending", 1)
-	room, ok = share(begin(), "big", 7)
+	_, ok = alone("big", 0)
+	require.False(t, ok, "a queue shows: the freed slot is admitted exclusively")
+	room, ok = alone("big", 9)
 	require.True(t, ok)
 	require.True(t, room.queued)
-	room, _ = share(begin(), "big", pending[0])
+	room, _ = alone("big", pending[0])
 	require.False(t, room.queued, "a run does not queue behind itself")
 
-	_, ok = share(begin(), "capped", 8)
+	_, ok = alone("capped", 10)
 	require.False(t, ok, "a lane with a per-tenant cap is admitted exclusively")
-	_, ok = share(begin(), "own", 9)
+	_, ok = alone("own", 11)
 	require.False(t, ok, "a tenant's own lane is admitted exclusively")
 }
 

@@ -40,6 +40,13 @@ func laneProcess(t *testing.T, dbURL string, limits map[string]int, tools *engin
 // promptly, as baton serve does.
 func laneProcessWith(t *testing.T, dbURL string, cfg engine.Config) *engine.Engine {
 	t.Helper()
+	return laneProcessJobs(t, dbURL, cfg, jobs.Config{Workers: 16})
+}
+
+// laneProcessJobs is laneProcessWith with the River client configured by
+// jc (its Engine is set here).
+func laneProcessJobs(t *testing.T, dbURL string, cfg engine.Config, jc jobs.Config) *engine.Engine {
+	t.Helper()
 	poolCfg, err := pgxpool.ParseConfig(dbURL)
 	require.NoError(t, err)
 	poolCfg.MaxConns = 8
@@ -52,7 +59,8 @@ func laneProcessWith(t *testing.T, dbURL string, cfg engine.Config) *engine.Engi
 	}
 	eng, err := engine.New(cfg)
 	require.NoError(t, err)
-	client, err := jobs.NewClient(pool, jobs.Config{Engine: eng, Workers: 16})
+	jc.Engine = eng
+	client, err := jobs.NewClient(pool, jc)
 	require.NoError(t, err)
 	startClient(t, client)
 	t.Cleanup(eng.DeliverPromptly(8))

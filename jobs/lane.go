@@ -2,11 +2,13 @@ package jobs
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivertype"
 
 	"github.com/batonrun/baton/engine"
 )
@@ -47,6 +49,18 @@ func (w *LaneSweepWorker) Work(ctx context.Context, _ *river.Job[LaneSweepArgs])
 func (i *Inserter) InsertLaneDispatch(ctx context.Context, tx pgx.Tx, owner, lane string) error {
 	_, err := i.Client.InsertTx(ctx, tx, LaneDispatchArgs{Owner: owner, Lane: lane}, &river.InsertOpts{Queue: QueueHigh, Priority: 1, MaxAttempts: 50})
 	return err
+}
+
+// DropLaneDispatches deletes the lane's available lane.dispatch jobs
+// (engine.JobInserter): running ones are a worker's, and scheduled ones
+// wait for a moment of their own (a paused run, a held head).
+func (i *Inserter) DropLaneDispatches(ctx context.Context, tx pgx.Tx, owner, lane string) error {
+	params := river.NewJobDeleteManyParams().Kinds(LaneDispatchArgs{}.Kind()).States(rivertype.JobStateAvailable).
+		Where("coalesce(args->>'owner', '') = @owner AND args->>'lane' = @lane", river.NamedArgs{"owner": owner, "lane": lane})
+	if _, err := i.Client.JobDeleteManyTx(ctx, tx, params); err != nil {
+		return fmt.Errorf("dropping lane.dispatch jobs of %s: %w", lane, err)
+	}
+	return nil
 }
 
 // InsertLaneDispatchAt enqueues a lane.dispatch job due at at; the timer

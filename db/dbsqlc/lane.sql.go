@@ -341,6 +341,22 @@ func (q *Queries) LaneEnsureOwned(ctx context.Context, db DBTX, arg *LaneEnsureO
 	return exists, err
 }
 
+const laneExists = `-- name: LaneExists :one
+SELECT EXISTS (SELECT 1 FROM lane WHERE tenant_id = $1::text AND name = $2::text)::boolean
+`
+
+type LaneExistsParams struct {
+	TenantID string
+	Name     string
+}
+
+func (q *Queries) LaneExists(ctx context.Context, db DBTX, arg *LaneExistsParams) (bool, error) {
+	row := db.QueryRow(ctx, laneExists, arg.TenantID, arg.Name)
+	var column_1 bool
+	err := row.Scan(&column_1)
+	return column_1, err
+}
+
 const laneFairCandidates = `-- name: LaneFairCandidates :many
 WITH RECURSIVE tenants AS (
     (SELECT x.tenant_id FROM agent_execution x
@@ -364,6 +380,9 @@ WITH RECURSIVE tenants AS (
     CROSS JOIN LATERAL (
         SELECT x.id, x.tenant_id, x.admit_first, x.queued_at FROM agent_execution x
         WHERE x.lane = $1::text AND x.tenant_id = t.tenant_id AND x.status = 'pending' AND x.queued_at <= clock_timestamp()
+          AND (x.session_key IS NULL
+               OR NOT EXISTS (SELECT 1 FROM agent_execution r
+                              WHERE r.tenant_id = x.tenant_id AND r.session_key = x.session_key AND r.status = 'running'))
         ORDER BY x.admit_first DESC, x.queued_at, x.id
         LIMIT $4::integer) h
 ), held AS (
@@ -404,7 +423,9 @@ type LaneFairCandidatesRow struct {
 // later, queued_at in the future, are not admissible yet), with the
 // tenant's running count in the lane. Each head is locked unless another
 // transaction holds it: locked is false for those, and admission takes no
-// later run of that tenant rather than admit past an earlier one. The
+// later run of that tenant rather than admit past an earlier one. Runs
+// whose session has a run running are not heads: they cannot be admitted,
+// and would hold the heads' places from runs that can. The
 // tenants are found by a skip scan of the pending index, one probe each,
 // and the running counts by one pass over the lane's running index.
 func (q *Queries) LaneFairCandidates(ctx context.Context, db DBTX, arg *LaneFairCandidatesParams) ([]*LaneFairCandidatesRow, error) {
@@ -516,6 +537,22 @@ func (q *Queries) LaneLock(ctx context.Context, db DBTX, arg *LaneLockParams) (*
 	return &i, err
 }
 
+const laneLockExclusive = `-- name: LaneLockExclusive :exec
+SELECT pg_advisory_xact_lock($1::integer, hashtext($2::text))
+`
+
+type LaneLockExclusiveParams struct {
+	LockClass int32
+	Lane      string
+}
+
+// Takes the admission lock of a global lane exclusively, waiting for its
+// share holders: after the lane row (LaneLock).
+func (q *Queries) LaneLockExclusive(ctx context.Context, db DBTX, arg *LaneLockExclusiveParams) error {
+	_, err := db.Exec(ctx, laneLockExclusive, arg.LockClass, arg.Lane)
+	return err
+}
+
 const laneSetLimit = `-- name: LaneSetLimit :exec
 UPDATE lane SET max_concurrent = $1::integer, per_tenant = $2::integer, updated_at = now()
 WHERE tenant_id = $3::text AND name = $4::text
@@ -539,83 +576,49 @@ func (q *Queries) LaneSetLimit(ctx context.Context, db DBTX, arg *LaneSetLimitPa
 	return err
 }
 
-const laneShareLock = `-- name: LaneShareLock :one
-SELECT tenant_id, name, max_concurrent, dispatch_pending, dispatch_pending_since, flush_pending, flush_at, created_at, updated_at, per_tenant FROM lane WHERE tenant_id = $1::text AND name = $2::text FOR SHARE SKIP LOCKED
-`
-
-type LaneShareLockParams struct {
-	TenantID string
-	Name     string
-}
-
-// Takes a lane row in share mode if no transaction holds it exclusively:
-// shared admission (engine/lane.go, "Shared admission"). Share holders do
-// not exclude each other; they exclude LaneLock and LaneTryLock holders.
-func (q *Queries) LaneShareLock(ctx context.Context, db DBTX, arg *LaneShareLockParams) (*Lane, error) {
-	row := db.QueryRow(ctx, laneShareLock, arg.TenantID, arg.Name)
-	var i Lane
-	err := row.Scan(
-		&i.TenantID,
-		&i.Name,
-		&i.MaxConcurrent,
-		&i.DispatchPending,
-		&i.DispatchPendingSince,
-		&i.FlushPending,
-		&i.FlushAt,
-		&i.CreatedAt,
-		&i.UpdatedAt,
-		&i.PerTenant,
-	)
-	return &i, err
-}
-
 const laneSharedRoom = `-- name: LaneSharedRoom :one
-WITH room AS (
-    SELECT (SELECT count(*) FROM agent_execution
-            WHERE lane = $3::text AND status = 'running' AND id <> $1::bigint)::integer AS others,
-           (current_setting('max_connections')::integer
-            + current_setting('max_prepared_transactions')::integer)::integer AS in_flight,
-           EXISTS (SELECT 1 FROM agent_execution
-                   WHERE lane = $3::text AND status = 'pending' AND queued_at <= clock_timestamp()
-                     AND id <> $1::bigint) AS queued,
-           coalesce(current_setting('baton.shared_admission', true), '') <> 'taken' AS first
-)
-SELECT r.others, r.in_flight, r.queued::boolean AS queued,
-       (CASE WHEN $1::bigint <> 0 AND r.first AND r.others + r.in_flight <= $2::integer
-             THEN set_config('baton.shared_admission', 'taken', true) = 'taken'
-             ELSE false END)::boolean AS fits
-FROM room r
+SELECT l.max_concurrent, l.per_tenant,
+       (SELECT count(*) FROM agent_execution
+        WHERE lane = $1::text AND status = 'running' AND id <> $2::bigint)::integer AS others,
+       (current_setting('max_connections')::integer
+        + current_setting('max_prepared_transactions')::integer)::integer AS in_flight,
+       EXISTS (SELECT 1 FROM agent_execution
+               WHERE lane = $1::text AND status = 'pending' AND queued_at <= clock_timestamp()
+                 AND id <> $2::bigint)::boolean AS queued,
+       (coalesce(current_setting('baton.shared_admission', true), '') = 'taken')::boolean AS admitted
+FROM lane l WHERE l.tenant_id = '' AND l.name = $1::text
 `
 
 type LaneSharedRoomParams struct {
-	Self      int64
-	LaneLimit int32
-	Lane      string
+	Lane string
+	Self int64
 }
 
 type LaneSharedRoomRow struct {
-	Others   int32
-	InFlight int32
-	Queued   bool
-	Fits     bool
+	MaxConcurrent int32
+	PerTenant     int32
+	Others        int32
+	InFlight      int32
+	Queued        bool
+	Admitted      bool
 }
 
-// What shared admission decides on, for a global lane of limit
-// @lane_limit (engine/lane_shared.go): the running executions other than
-// @self, the most transactions that can be in flight at once in the
+// What shared admission decides on, for the global lane @lane
+// (engine/lane_shared.go): its stored limits, the running executions other
+// than @self, the most transactions that can be in flight at once in the
 // cluster (every backend and prepared transaction), whether an admissible
-// pending run other than @self is queued, and whether @self fits. A
-// transaction admits at most one run this way: when @self fits, the
-// statement marks the transaction (a transaction-local setting) and later
-// calls in it do not fit.
+// pending run other than @self is queued, and whether this transaction has
+// admitted a run in share mode already (LaneTryShare marks it).
 func (q *Queries) LaneSharedRoom(ctx context.Context, db DBTX, arg *LaneSharedRoomParams) (*LaneSharedRoomRow, error) {
-	row := db.QueryRow(ctx, laneSharedRoom, arg.Self, arg.LaneLimit, arg.Lane)
+	row := db.QueryRow(ctx, laneSharedRoom, arg.Lane, arg.Self)
 	var i LaneSharedRoomRow
 	err := row.Scan(
+		&i.MaxConcurrent,
+		&i.PerTenant,
 		&i.Others,
 		&i.InFlight,
 		&i.Queued,
-		&i.Fits,
+		&i.Admitted,
 	)
 	return &i, err
 }
@@ -636,6 +639,24 @@ func (q *Queries) LaneTenantRunning(ctx context.Context, db DBTX, arg *LaneTenan
 	var column_1 int32
 	err := row.Scan(&column_1)
 	return column_1, err
+}
+
+const laneTryExclusive = `-- name: LaneTryExclusive :one
+SELECT pg_try_advisory_xact_lock($1::integer, hashtext($2::text))::boolean AS locked
+`
+
+type LaneTryExclusiveParams struct {
+	LockClass int32
+	Lane      string
+}
+
+// Takes the admission lock of a global lane exclusively if nobody holds
+// it: after the lane row (LaneTryLock).
+func (q *Queries) LaneTryExclusive(ctx context.Context, db DBTX, arg *LaneTryExclusiveParams) (bool, error) {
+	row := db.QueryRow(ctx, laneTryExclusive, arg.LockClass, arg.Lane)
+	var locked bool
+	err := row.Scan(&locked)
+	return locked, err
 }
 
 const laneTryLock = `-- name: LaneTryLock :one
@@ -666,6 +687,27 @@ func (q *Queries) LaneTryLock(ctx context.Context, db DBTX, arg *LaneTryLockPara
 		&i.PerTenant,
 	)
 	return &i, err
+}
+
+const laneTryShare = `-- name: LaneTryShare :one
+SELECT (pg_try_advisory_xact_lock_shared($1::integer, hashtext($2::text))
+        AND (NOT $3::boolean OR set_config('baton.shared_admission', 'taken', true) = 'taken'))::boolean AS locked
+`
+
+type LaneTryShareParams struct {
+	LockClass int32
+	Lane      string
+	Admit     bool
+}
+
+// Takes the admission lock of a global lane in share mode unless an
+// exclusive holder has it or waits for it; for a run to admit (@admit),
+// marks the transaction as having admitted one this way.
+func (q *Queries) LaneTryShare(ctx context.Context, db DBTX, arg *LaneTryShareParams) (bool, error) {
+	row := db.QueryRow(ctx, laneTryShare, arg.LockClass, arg.Lane, arg.Admit)
+	var locked bool
+	err := row.Scan(&locked)
+	return locked, err
 }
 
 const monitorLaneList = `-- name: MonitorLaneList :many

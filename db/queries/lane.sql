@@ -34,36 +34,43 @@ SELECT * FROM lane WHERE tenant_id = @tenant_id::text AND name = @name::text FOR
 -- rows this way.
 SELECT * FROM lane WHERE tenant_id = @tenant_id::text AND name = @name::text FOR UPDATE SKIP LOCKED;
 
--- name: LaneShareLock :one
--- Takes a lane row in share mode if no transaction holds it exclusively:
--- shared admission (engine/lane.go, "Shared admission"). Share holders do
--- not exclude each other; they exclude LaneLock and LaneTryLock holders.
-SELECT * FROM lane WHERE tenant_id = @tenant_id::text AND name = @name::text FOR SHARE SKIP LOCKED;
-
 -- name: LaneSharedRoom :one
--- What shared admission decides on, for a global lane of limit
--- @lane_limit (engine/lane_shared.go): the running executions other than
--- @self, the most transactions that can be in flight at once in the
+-- What shared admission decides on, for the global lane @lane
+-- (engine/lane_shared.go): its stored limits, the running executions other
+-- than @self, the most transactions that can be in flight at once in the
 -- cluster (every backend and prepared transaction), whether an admissible
--- pending run other than @self is queued, and whether @self fits. A
--- transaction admits at most one run this way: when @self fits, the
--- statement marks the transaction (a transaction-local setting) and later
--- calls in it do not fit.
-WITH room AS (
-    SELECT (SELECT count(*) FROM agent_execution
-            WHERE lane = @lane::text AND status = 'running' AND id <> @self::bigint)::integer AS others,
-           (current_setting('max_connections')::integer
-            + current_setting('max_prepared_transactions')::integer)::integer AS in_flight,
-           EXISTS (SELECT 1 FROM agent_execution
-                   WHERE lane = @lane::text AND status = 'pending' AND queued_at <= clock_timestamp()
-                     AND id <> @self::bigint) AS queued,
-           coalesce(current_setting('baton.shared_admission', true), '') <> 'taken' AS first
-)
-SELECT r.others, r.in_flight, r.queued::boolean AS queued,
-       (CASE WHEN @self::bigint <> 0 AND r.first AND r.others + r.in_flight <= @lane_limit::integer
-             THEN set_config('baton.shared_admission', 'taken', true) = 'taken'
-             ELSE false END)::boolean AS fits
-FROM room r;
+-- pending run other than @self is queued, and whether this transaction has
+-- admitted a run in share mode already (LaneTryShare marks it).
+SELECT l.max_concurrent, l.per_tenant,
+       (SELECT count(*) FROM agent_execution
+        WHERE lane = @lane::text AND status = 'running' AND id <> @self::bigint)::integer AS others,
+       (current_setting('max_connections')::integer
+        + current_setting('max_prepared_transactions')::integer)::integer AS in_flight,
+       EXISTS (SELECT 1 FROM agent_execution
+               WHERE lane = @lane::text AND status = 'pending' AND queued_at <= clock_timestamp()
+                 AND id <> @self::bigint)::boolean AS queued,
+       (coalesce(current_setting('baton.shared_admission', true), '') = 'taken')::boolean AS admitted
+FROM lane l WHERE l.tenant_id = '' AND l.name = @lane::text;
+
+-- name: LaneTryShare :one
+-- Takes the admission lock of a global lane in share mode unless an
+-- exclusive holder has it or waits for it; for a run to admit (@admit),
+-- marks the transaction as having admitted one this way.
+SELECT (pg_try_advisory_xact_lock_shared(@lock_class::integer, hashtext(@lane::text))
+        AND (NOT @admit::boolean OR set_config('baton.shared_admission', 'taken', true) = 'taken'))::boolean AS locked;
+
+-- name: LaneLockExclusive :exec
+-- Takes the admission lock of a global lane exclusively, waiting for its
+-- share holders: after the lane row (LaneLock).
+SELECT pg_advisory_xact_lock(@lock_class::integer, hashtext(@lane::text));
+
+-- name: LaneTryExclusive :one
+-- Takes the admission lock of a global lane exclusively if nobody holds
+-- it: after the lane row (LaneTryLock).
+SELECT pg_try_advisory_xact_lock(@lock_class::integer, hashtext(@lane::text))::boolean AS locked;
+
+-- name: LaneExists :one
+SELECT EXISTS (SELECT 1 FROM lane WHERE tenant_id = @tenant_id::text AND name = @name::text)::boolean;
 
 -- name: LaneCountRunning :one
 -- The running executions of a global lane, all tenants'.
@@ -86,7 +93,9 @@ WHERE tenant_id = @tenant_id::text AND session_key = @session_key::text AND stat
 -- later, queued_at in the future, are not admissible yet), with the
 -- tenant's running count in the lane. Each head is locked unless another
 -- transaction holds it: locked is false for those, and admission takes no
--- later run of that tenant rather than admit past an earlier one. The
+-- later run of that tenant rather than admit past an earlier one. Runs
+-- whose session has a run running are not heads: they cannot be admitted,
+-- and would hold the heads' places from runs that can. The
 -- tenants are found by a skip scan of the pending index, one probe each,
 -- and the running counts by one pass over the lane's running index.
 WITH RECURSIVE tenants AS (
@@ -111,6 +120,9 @@ WITH RECURSIVE tenants AS (
     CROSS JOIN LATERAL (
         SELECT x.id, x.tenant_id, x.admit_first, x.queued_at FROM agent_execution x
         WHERE x.lane = @lane::text AND x.tenant_id = t.tenant_id AND x.status = 'pending' AND x.queued_at <= clock_timestamp()
+          AND (x.session_key IS NULL
+               OR NOT EXISTS (SELECT 1 FROM agent_execution r
+                              WHERE r.tenant_id = x.tenant_id AND r.session_key = x.session_key AND r.status = 'running'))
         ORDER BY x.admit_first DESC, x.queued_at, x.id
         LIMIT @per_tenant::integer) h
 ), held AS (
