@@ -225,11 +225,21 @@ func laneCases() []queryCase {
 		{"SessionCountRunning", slice, func(r *recorder) {
 			_, _ = q.SessionCountRunning(ctx, r, &dbsqlc.SessionCountRunningParams{TenantID: "t42", SessionKey: "session:thread-97642"})
 		}},
-		{"LaneFairCandidates", tenants, func(r *recorder) {
+		// Admission reads every running run of the lane (the running CTE)
+		// and, for each tenant with pending work, its heads, each with a
+		// probe for a running run of its session: its cost follows the
+		// live set.
+		{"LaneFairCandidates", live, func(r *recorder) {
 			_, _ = q.LaneFairCandidates(ctx, r, &dbsqlc.LaneFairCandidatesParams{Lane: "main", PerTenant: 4, MaxTenants: 1000})
 		}},
 		{"LaneFairCandidates/owned", tenants, func(r *recorder) {
 			_, _ = q.LaneFairCandidates(ctx, r, &dbsqlc.LaneFairCandidatesParams{Lane: "own-1", Owner: "t2", PerTenant: 4, MaxTenants: 1000})
+		}},
+		{"LaneSharedRoom", live, func(r *recorder) {
+			_, _ = q.LaneSharedRoom(ctx, r, &dbsqlc.LaneSharedRoomParams{Lane: "main", Self: 97642})
+		}},
+		{"LaneExists", slice, func(r *recorder) {
+			_, _ = q.LaneExists(ctx, r, &dbsqlc.LaneExistsParams{TenantID: "", Name: "main"})
 		}},
 		{"ExecutionAdmit", slice, func(r *recorder) { _, _ = q.ExecutionAdmit(ctx, r, 97542) }},
 		{"ExecutionRequeue", slice, func(r *recorder) { _, _ = q.ExecutionRequeue(ctx, r, 97642) }},

@@ -59,6 +59,9 @@ var exempt = map[string]string{
 	"ProcessMarkFound":         "baton_process holds a row per running process",
 	"ProcessDelete":            "baton_process holds a row per running process",
 	"LeaderResignGone":         "river_leader holds one row",
+	"LaneTryShare":             "takes an advisory lock",
+	"LaneLockExclusive":        "takes an advisory lock",
+	"LaneTryExclusive":         "takes an advisory lock",
 	// The retention sweep's batches are checked at a million rows by
 	// retention/plan_test.go, on data shaped for them (expired, protected
 	// and recent rows of several tenants).

@@ -382,7 +382,8 @@ WITH RECURSIVE tenants AS (
         WHERE x.lane = $1::text AND x.tenant_id = t.tenant_id AND x.status = 'pending' AND x.queued_at <= clock_timestamp()
           AND (x.session_key IS NULL
                OR NOT EXISTS (SELECT 1 FROM agent_execution r
-                              WHERE r.tenant_id = x.tenant_id AND r.session_key = x.session_key AND r.status = 'running'))
+                              WHERE r.tenant_id = x.tenant_id AND r.session_key = x.session_key
+                                AND r.status = 'running' AND r.session_key IS NOT NULL))
         ORDER BY x.admit_first DESC, x.queued_at, x.id
         LIMIT $4::integer) h
 ), held AS (
