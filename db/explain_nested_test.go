@@ -27,13 +27,16 @@ func nestedCases() []queryCase {
 		{"OutboxClaim", slice, func(r *recorder) {
 			_, _ = q.OutboxClaim(ctx, r, &dbsqlc.OutboxClaimParams{ThreadID: 97000, Key: 7_000_000_001, Max: 50})
 		}},
-		{"OutboxRelease", slice, func(r *recorder) {
-			_, _ = q.OutboxRelease(ctx, r, &dbsqlc.OutboxReleaseParams{ThreadID: 97000, Key: 7_000_000_001, Backstop: 1000})
+		{"OutboxClaimMany", slice, func(r *recorder) {
+			_, _ = q.OutboxClaimMany(ctx, r, &dbsqlc.OutboxClaimManyParams{
+				ThreadIds: []int64{97000, 97001}, Keys: []int64{7_000_000_001, 7_000_000_002}, Max: 50})
 		}},
-		{"OutboxFinish", slice, func(r *recorder) {
-			_, _ = q.OutboxFinish(ctx, r, &dbsqlc.OutboxFinishParams{
-				ThreadID: 97000, Key: 7_000_000_001, ID: 97000, ThreadKey: "thread-97000", ExecutionKey: "exec-97000",
-				Channel: "api", Backstop: 1000})
+		{"OutboxFinishMany", slice, func(r *recorder) {
+			_, _ = q.OutboxFinishMany(ctx, r, &dbsqlc.OutboxFinishManyParams{
+				ThreadIds: []int64{97000, 97001}, Keys: []int64{7_000_000_001, 7_000_000_002},
+				MessageIds: []int64{97000, 97001}, ThreadKeys: []string{"thread-97000", "thread-97001"},
+				ExecutionKeys: []string{"exec-97000", "exec-97001"}, Channels: []string{"api", "api"},
+				BackstopThreads: []int64{97000, 97001}, BackstopJobs: []int64{1000, 1001}})
 		}},
 		{"ThreadCleanupStaleLocks", live, func(r *recorder) { _, _ = q.ThreadCleanupStaleLocks(ctx, r, 600) }},
 		{"ThreadCleanupStaleLocksByTenant", live, func(r *recorder) {

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -101,16 +102,10 @@ func (c *MemoryChannel) Messages() []OutboundMessage {
 // own statement right after the adapter accepts it, so a deadline or a crash
 // re-sends at most the message in flight. A failed delivery stops the thread
 // there and returns the error, so the job retries without sending later
-// messages first. A deliverer that finds the outbox claimed returns at once:
-// the holder looks again for pending messages after it lets go.
+// messages first. A deliverer that finds the outbox claimed returns
+// ErrOutboxBusy at once: the holder looks again for pending messages after
+// it lets go, and the job tries again later in case it never does.
 func (e *Engine) DeliverThread(ctx context.Context, threadID int64) error {
-	return e.deliverThread(ctx, threadID, 0)
-}
-
-// deliverThread is DeliverThread; when it leaves the outbox empty, it also
-// deletes the message.deliver job backstop (0: none) unless a worker has
-// taken it.
-func (e *Engine) deliverThread(ctx context.Context, threadID, backstop int64) error {
 	conn, err := e.pool.Acquire(ctx)
 	if err != nil {
 		return fmt.Errorf("acquiring connection: %w", err)
@@ -136,10 +131,10 @@ func (e *Engine) deliverThread(ctx context.Context, threadID, backstop int64) er
 			return fmt.Errorf("claiming outbox of thread %d: %w", threadID, err)
 		}
 		if len(first) == 0 {
-			return nil
+			return e.outboxSettled(ctx, conn, threadID)
 		}
 		last, deliverErr := e.deliverClaimed(ctx, conn, threadID, first)
-		more, err := e.releaseOutbox(context.WithoutCancel(ctx), conn, threadID, last, backstop)
+		more, err := e.releaseOutbox(context.WithoutCancel(ctx), conn, threadID, last)
 		if err != nil {
 			_ = conn.Conn().Close(context.WithoutCancel(ctx))
 			return fmt.Errorf("releasing outbox of thread %d: %w", threadID, err)
@@ -153,57 +148,113 @@ func (e *Engine) deliverThread(ctx context.Context, threadID, backstop int64) er
 	}
 }
 
+// ErrOutboxBusy says that a thread's outbox has messages pending but another
+// session holds it: its holder looks again after it lets go, and a job
+// that got it tries again later, so that the messages keep a job until
+// they are delivered even should the holder die first.
+var ErrOutboxBusy = errors.New("another deliverer holds the thread's outbox")
+
+// outboxSettled is what a claim that read nothing means: nil when the
+// thread has nothing pending, ErrOutboxBusy when another session holds it.
+func (e *Engine) outboxSettled(ctx context.Context, conn *pgxpool.Conn, threadID int64) error {
+	pending, err := e.q.OutboxHasPending(ctx, conn, threadID)
+	if err != nil {
+		return fmt.Errorf("looking for pending messages of thread %d: %w", threadID, err)
+	}
+	if pending {
+		return ErrOutboxBusy
+	}
+	return nil
+}
+
 // outboxBatch is how many pending messages a deliverer reads at a time.
 const outboxBatch = 50
 
 // deliverClaimed delivers pending messages, pending first, while this
-// session holds the thread's outbox. Each message is recorded delivered
-// (with its thread.message_delivered event, in one statement) as soon as the
-// channel takes it, except the outbox's last, which the channel took and
-// which it returns: the release records it (releaseOutbox).
+// session holds the thread's outbox, a page of outboxBatch at a time
+// (sendInOrder). It returns the outbox's last message, which the channel
+// took and which the release records (releaseOutbox).
 func (e *Engine) deliverClaimed(ctx context.Context, conn *pgxpool.Conn, threadID int64, pending []*dbsqlc.OutboxMessage) (*dbsqlc.OutboxMessage, error) {
 	for {
-		for i, m := range pending {
-			// A stopping worker sends nothing more: what it sends, it records.
-			if err := ctx.Err(); err != nil {
-				return nil, fmt.Errorf("delivering thread %d: %w", threadID, err)
-			}
-			msg := OutboundMessage{
-				ID: m.ID, TenantID: m.TenantID, ThreadID: m.ThreadKey, Channel: m.Channel,
-				Contact: m.Contact, ExecutionID: m.ExecutionKey, Body: m.Body, CreatedAt: m.CreatedAt,
-			}
-			if err := e.channelFor(m.Channel).Deliver(ctx, msg); err != nil {
-				_ = e.q.MessageRecordFailedAttempt(context.WithoutCancel(ctx), conn, &dbsqlc.MessageRecordFailedAttemptParams{ID: m.ID, LastError: err.Error()})
-				return nil, fmt.Errorf("delivering message %d: %w", m.ID, err)
-			}
-			if i == len(pending)-1 && len(pending) < outboxBatch {
-				return m, nil
-			}
-			if _, err := e.q.MessageRecordDelivered(context.WithoutCancel(ctx), conn, &dbsqlc.MessageRecordDeliveredParams{
-				ID: m.ID, ThreadKey: m.ThreadKey, ExecutionKey: m.ExecutionKey, Channel: m.Channel,
-			}); err != nil {
-				return nil, fmt.Errorf("recording message %d delivered: %w", m.ID, err)
-			}
+		last, err := e.sendInOrder(ctx, conn, pending)
+		if err != nil || len(pending) < outboxBatch {
+			return last, err
 		}
-		if len(pending) < outboxBatch {
-			return nil, nil
+		if err := e.recordDelivered(ctx, conn, last); err != nil {
+			return nil, err
 		}
-		var err error
 		if pending, err = e.q.OutboxNext(ctx, conn, &dbsqlc.OutboxNextParams{ThreadID: threadID, Max: outboxBatch}); err != nil {
 			return nil, fmt.Errorf("listing pending messages: %w", err)
+		}
+		if len(pending) == 0 {
+			return nil, nil
 		}
 	}
 }
 
-// releaseOutbox gives the thread's outbox lock up, first recording last
-// (when not nil) delivered in the same statement, and reports whether
-// messages are still pending. With none left, the backstop job (0: none)
-// is deleted.
-func (e *Engine) releaseOutbox(ctx context.Context, conn *pgxpool.Conn, threadID int64, last *dbsqlc.OutboxMessage, backstop int64) (bool, error) {
-	key := outboxLockBase | threadID
-	if last == nil {
-		return e.q.OutboxRelease(ctx, conn, &dbsqlc.OutboxReleaseParams{ThreadID: threadID, Key: key, Backstop: backstop})
+// sendInOrder hands a thread's pending messages to their channel in order.
+// Each but the last is recorded delivered through db (with its
+// thread.message_delivered event, in one statement) as soon as the channel
+// takes it; the last, which the channel took, is returned for the caller to
+// record as it gives the outbox up, so that a deadline or a crash re-sends
+// at most the message in flight. A refusal is recorded as a failed attempt
+// and stops the thread there.
+func (e *Engine) sendInOrder(ctx context.Context, db dbsqlc.DBTX, pending []*dbsqlc.OutboxMessage) (*dbsqlc.OutboxMessage, error) {
+	for i, m := range pending {
+		// A stopping deliverer sends nothing more: what it sends, it records.
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("delivering thread %d: %w", m.ThreadID, err)
+		}
+		if err := e.deliverOne(ctx, m); err != nil {
+			e.recordFailedAttempt(ctx, db, m, err)
+			return nil, fmt.Errorf("delivering message %d: %w", m.ID, err)
+		}
+		if i == len(pending)-1 {
+			return m, nil
+		}
+		if err := e.recordDelivered(ctx, db, m); err != nil {
+			return nil, err
+		}
 	}
-	return e.q.OutboxFinish(ctx, conn, &dbsqlc.OutboxFinishParams{ThreadID: threadID, Key: key, ID: last.ID,
-		ThreadKey: last.ThreadKey, ExecutionKey: last.ExecutionKey, Channel: last.Channel, Backstop: backstop})
+	return nil, nil
+}
+
+// deliverOne hands one message to its channel and returns the channel's
+// error.
+func (e *Engine) deliverOne(ctx context.Context, m *dbsqlc.OutboxMessage) error {
+	return e.channelFor(m.Channel).Deliver(ctx, OutboundMessage{
+		ID: m.ID, TenantID: m.TenantID, ThreadID: m.ThreadKey, Channel: m.Channel,
+		Contact: m.Contact, ExecutionID: m.ExecutionKey, Body: m.Body, CreatedAt: m.CreatedAt,
+	})
+}
+
+// recordFailedAttempt counts a refused delivery of m, with its error, on
+// the message; the delivery's retry is what matters, so a failure to
+// record is not reported.
+func (e *Engine) recordFailedAttempt(ctx context.Context, db dbsqlc.DBTX, m *dbsqlc.OutboxMessage, cause error) {
+	_ = e.q.MessageRecordFailedAttempt(context.WithoutCancel(ctx), db, &dbsqlc.MessageRecordFailedAttemptParams{ID: m.ID, LastError: cause.Error()})
+}
+
+// recordDelivered marks m delivered with its thread.message_delivered event.
+func (e *Engine) recordDelivered(ctx context.Context, db dbsqlc.DBTX, m *dbsqlc.OutboxMessage) error {
+	if _, err := e.q.MessageRecordDelivered(context.WithoutCancel(ctx), db, &dbsqlc.MessageRecordDeliveredParams{
+		ID: m.ID, ThreadKey: m.ThreadKey, ExecutionKey: m.ExecutionKey, Channel: m.Channel,
+	}); err != nil {
+		return fmt.Errorf("recording message %d delivered: %w", m.ID, err)
+	}
+	return nil
+}
+
+// releaseOutbox gives the thread's outbox lock up, first recording last
+// (when not nil) delivered in the same statement (outbox_finish_many, as a
+// prompt batch of one thread), and reports whether messages are still
+// pending.
+func (e *Engine) releaseOutbox(ctx context.Context, conn *pgxpool.Conn, threadID int64, last *dbsqlc.OutboxMessage) (bool, error) {
+	arg := dbsqlc.OutboxFinishManyParams{ThreadIds: []int64{threadID}, Keys: []int64{outboxLockBase | threadID}}
+	if last != nil {
+		arg.MessageIds, arg.ThreadKeys = []int64{last.ID}, []string{last.ThreadKey}
+		arg.ExecutionKeys, arg.Channels = []string{last.ExecutionKey}, []string{last.Channel}
+	}
+	more, err := e.q.OutboxFinishMany(ctx, conn, &arg)
+	return len(more) > 0, err
 }

@@ -1,12 +1,18 @@
 package engine
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/batonrun/baton/db/dbsqlc"
 )
 
 // Prompt delivery.
@@ -15,40 +21,71 @@ import (
 // Without prompt delivery a message.deliver job, due at once, takes it to
 // the channel: a River hop (fetch, then the delivery) and the job's
 // completion. With it (DeliverPromptly), the process that committed
-// delivers the thread's outbox right away, on one of a bounded number of
-// goroutines, and the job is only a backstop: it is inserted due
-// deliverBackstop later, and the prompt delivery deletes it, in the
-// statement that gives the outbox up, once the outbox is empty. Should the
-// process die or the channel fail first, the backstop job delivers as
-// before, with its retries: delivery stays at least once, in outbox order
-// (the outbox lock lets one deliverer per thread work at a time).
+// delivers the thread's outbox right away, and the job is only a backstop:
+// it is inserted due deliverBackstop later, and the prompt delivery deletes
+// it, in the statement that gives the outbox up, once the outbox is empty.
+// Should the process die or the channel fail first, the backstop job
+// delivers as before, with its retries: delivery stays at least once, in
+// outbox order (the outbox lock lets one deliverer per thread work at a
+// time).
 //
-// When every goroutine is busy, the backstop is made due at once instead,
-// and River delivers it.
+// Prompt deliveries go in batches, so that the threads of a busy process
+// share their round trips and their commit. One goroutine takes every
+// thread queued since its last batch, claims their outboxes in one
+// statement (outbox_claim_many), hands each thread's first pending message
+// to its channel on a goroutine of its own, and, once all are taken or
+// straggleAfter has passed, records the message of each thread that is
+// done and gives those outboxes up in one statement (outbox_finish_many).
+// Threads still sending finish in groups as they arrive, with the batch's
+// connection, which holds their outbox locks, while the next batch starts. One message
+// per thread, so that a crash re-sends at most the message in flight on
+// each; a thread with messages still pending after its batch is queued
+// again at once. At low load a batch is a single thread and costs what a
+// delivery alone did.
+//
+// A delivery holds one of a bounded number of slots from its commit until
+// its thread is done. When every slot is busy, or the delivery fails, its
+// backstop is made due at once instead, and River delivers it.
 
 // deliverBackstop is how long after its transaction a promptly delivered
 // message's backstop job is due.
 const deliverBackstop = 2 * time.Second
 
-// promptDelivery runs prompt deliveries on up to cap(slots) goroutines.
+// straggleAfter is how long a batch waits for its slowest channel before it
+// records the threads that are done and starts the next batch.
+const straggleAfter = 20 * time.Millisecond
+
+// promptDelivery delivers the threads queued by committed transactions, in
+// batches, with up to cap(slots) deliveries queued or in flight.
 type promptDelivery struct {
 	e      *Engine
 	ctx    context.Context
 	cancel context.CancelFunc
 	slots  chan struct{}
-	// mu orders start's wg.Add before stop's wg.Wait.
-	mu sync.RWMutex
-	wg sync.WaitGroup
+	wake   chan struct{}
+	// mu guards queue, and orders start's queueing before stop's cancel.
+	mu    sync.Mutex
+	queue []promptItem
+	wg    sync.WaitGroup
+	// batches and threads count the batches claimed and the threads they
+	// delivered.
+	batches, threads atomic.Int64
 }
 
+// promptItem is one committed transaction's delivery: its thread and the
+// backstop job it inserted.
+type promptItem struct{ threadID, jobID int64 }
+
 // DeliverPromptly makes this process deliver the messages its transactions
-// send right after they commit, on up to workers goroutines, with
+// send right after they commit, with up to workers deliveries in flight and
 // message.deliver jobs as backstops (see "Prompt delivery"). A process that
 // works River jobs calls it; stop ends it and waits for the deliveries in
 // flight, whose messages a backstop job delivers if they were cut short.
 func (e *Engine) DeliverPromptly(workers int) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
-	p := &promptDelivery{e: e, ctx: ctx, cancel: cancel, slots: make(chan struct{}, max(workers, 1))}
+	p := &promptDelivery{e: e, ctx: ctx, cancel: cancel,
+		slots: make(chan struct{}, max(workers, 1)), wake: make(chan struct{}, 1)}
+	p.wg.Go(p.run)
 	e.prompt.Store(p)
 	return func() {
 		e.prompt.CompareAndSwap(p, nil)
@@ -79,39 +116,81 @@ func (e *Engine) enqueueDelivery(ctx context.Context, tx pgx.Tx, threadID int64)
 	return nil
 }
 
-// start delivers the thread on a free goroutine, or makes its backstop due
-// now when none is free.
+// start queues the thread for the next batch, or makes its backstop due now
+// when every slot is busy.
 func (p *promptDelivery) start(threadID, jobID int64) {
-	p.mu.RLock()
-	defer p.mu.RUnlock()
-	if p.ctx.Err() != nil {
-		return // stopping: the backstop delivers
-	}
 	select {
 	case p.slots <- struct{}{}:
 	default:
 		p.handOver(jobID)
 		return
 	}
-	p.wg.Go(func() {
-		defer func() { <-p.slots }()
-		p.deliver(threadID, jobID)
-	})
+	p.mu.Lock()
+	if p.ctx.Err() != nil {
+		p.mu.Unlock()
+		<-p.slots
+		return // stopping: the backstop delivers
+	}
+	p.queue = append(p.queue, promptItem{threadID: threadID, jobID: jobID})
+	p.mu.Unlock()
+	p.signal()
 }
 
-// deliver delivers the thread's outbox. On a failure or a panic the
-// backstop job is made due now, and River delivers with its retries.
-func (p *promptDelivery) deliver(threadID, jobID int64) {
-	defer func() {
-		if v := recover(); v != nil {
-			p.e.ErrorContext(p.ctx, "prompt delivery panicked; its job delivers", "thread_row_id", threadID, "job_id", jobID, "panic", fmt.Sprint(v))
-			p.handOver(jobID)
-		}
-	}()
-	if err := p.e.deliverThread(p.ctx, threadID, jobID); err != nil {
-		p.e.DebugContext(p.ctx, "prompt delivery stopped; its job delivers", "thread_row_id", threadID, "job_id", jobID, "error", err)
-		p.handOver(jobID)
+// signal wakes run, which then takes everything queued.
+func (p *promptDelivery) signal() {
+	select {
+	case p.wake <- struct{}{}:
+	default:
 	}
+}
+
+// run delivers batches until the process stops.
+func (p *promptDelivery) run() {
+	for {
+		select {
+		case <-p.ctx.Done():
+			return // what is queued, its backstops deliver
+		case <-p.wake:
+		}
+		for items := p.take(); len(items) > 0 && p.ctx.Err() == nil; items = p.take() {
+			p.deliverBatch(items)
+		}
+	}
+}
+
+// take empties the queue.
+func (p *promptDelivery) take() []promptItem {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	items := p.queue
+	p.queue = nil
+	return items
+}
+
+// requeue queues a thread again, with the slots and backstops it holds.
+func (p *promptDelivery) requeue(t *threadDelivery) {
+	p.mu.Lock()
+	for _, job := range t.jobs {
+		p.queue = append(p.queue, promptItem{threadID: t.threadID, jobID: job})
+	}
+	p.mu.Unlock()
+	p.signal()
+}
+
+// release gives up the slots a thread holds.
+func (p *promptDelivery) release(t *threadDelivery) {
+	for range t.jobs {
+		<-p.slots
+	}
+}
+
+// giveUp hands a thread's delivery to its backstop jobs, due now.
+func (p *promptDelivery) giveUp(t *threadDelivery, err error) {
+	p.e.DebugContext(p.ctx, "prompt delivery stopped; its job delivers", "thread_row_id", t.threadID, "error", err)
+	for _, job := range t.jobs {
+		p.handOver(job)
+	}
+	p.release(t)
 }
 
 // handOver makes the backstop job due now, unless this process is stopping
@@ -123,4 +202,242 @@ func (p *promptDelivery) handOver(jobID int64) {
 	if err := p.e.jobs.DeliverNow(p.ctx, jobID); err != nil {
 		p.e.WarnContext(p.ctx, "making a delivery job due now failed; it runs at its time", "job_id", jobID, "error", err)
 	}
+}
+
+// threadDelivery is one thread of a batch.
+type threadDelivery struct {
+	threadID int64
+	// jobs are the backstops of the deliveries queued for the thread, one
+	// slot each.
+	jobs []int64
+	// message is the thread's first pending message, once claimed; err is
+	// its channel's refusal.
+	message *dbsqlc.OutboxMessage
+	err     error
+}
+
+// byThread gathers the items of a batch by thread, in queue order.
+func byThread(items []promptItem) []*threadDelivery {
+	var threads []*threadDelivery
+	index := map[int64]*threadDelivery{}
+	for _, it := range items {
+		t := index[it.threadID]
+		if t == nil {
+			t = &threadDelivery{threadID: it.threadID}
+			index[it.threadID] = t
+			threads = append(threads, t)
+		}
+		t.jobs = append(t.jobs, it.jobID)
+	}
+	return threads
+}
+
+// deliverBatch claims the batch's outboxes, sends their first messages and
+// records them (see "Prompt delivery"). Only the batch's connection is
+// held while it works, so that batches waiting on slow channels can never
+// keep one another from a connection: the channels' goroutines use none,
+// and hand-overs to the jobs happen once it is let go.
+func (p *promptDelivery) deliverBatch(items []promptItem) {
+	threads := byThread(items)
+	conn, err := p.e.pool.Acquire(p.ctx)
+	if err != nil {
+		p.giveUpAll(threads, err)
+		return
+	}
+	claimed, err := p.claim(conn, threads)
+	if err != nil {
+		// The locks may have been taken: only closing the session is sure
+		// to give them up.
+		_ = conn.Conn().Close(context.WithoutCancel(p.ctx))
+		conn.Release()
+		p.giveUpAll(threads, err)
+		return
+	}
+	if len(claimed) == 0 {
+		conn.Release()
+		return
+	}
+	p.batches.Add(1)
+	p.threads.Add(int64(len(claimed)))
+	done := make(chan *threadDelivery, len(claimed))
+	for _, t := range claimed {
+		go p.send(t, done)
+	}
+	b := &batchConn{conn: conn}
+	ready := collect(done, len(claimed), time.After(straggleAfter))
+	failed := p.finish(b, ready)
+	rest := len(claimed) - len(ready)
+	if rest == 0 {
+		b.letGo(p.ctx)
+		p.giveUpAll(failed, nil)
+		return
+	}
+	if !b.broken {
+		p.giveUpAll(failed, nil) // their outboxes are given up
+		failed = nil
+	}
+	// The stragglers finish in groups as they arrive, and the connection
+	// is let go once the last has.
+	p.wg.Go(func() {
+		for rest > 0 {
+			late := collect(done, rest, time.After(straggleAfter))
+			rest -= len(late)
+			failed = append(failed, p.finish(b, late)...)
+		}
+		b.letGo(p.ctx)
+		p.giveUpAll(failed, nil)
+	})
+}
+
+// batchConn is a batch's connection, which holds its threads' outbox locks
+// until they are finished. A statement that failed on it leaves it broken:
+// which locks it still holds is unknown, so it is closed, which gives them
+// all up, but only once no send of the batch is in flight, since a lock
+// given up while its thread is still sending would let a second deliverer
+// in; the batch's threads are handed to their jobs after that.
+type batchConn struct {
+	conn   *pgxpool.Conn
+	broken bool
+}
+
+// errBatchBroken stops the threads of a batch whose connection broke.
+var errBatchBroken = errors.New("an earlier statement of the delivery batch failed")
+
+// letGo returns the connection to the pool, closed first when broken.
+func (b *batchConn) letGo(ctx context.Context) {
+	if b.broken {
+		_ = b.conn.Conn().Close(context.WithoutCancel(ctx))
+	}
+	b.conn.Release()
+}
+
+// giveUpAll hands the threads to their jobs (see giveUp); err, when not
+// nil, is what stopped them all, else each its own.
+func (p *promptDelivery) giveUpAll(threads []*threadDelivery, err error) {
+	for _, t := range threads {
+		p.giveUp(t, cmp.Or(err, t.err))
+	}
+}
+
+// claim takes the outboxes of the batch's threads and reads the first
+// pending message of each: one, so that what a channel has taken is never
+// more than the message a crash would send again. The threads it returns
+// are those whose outbox conn now holds; the others (delivered by another
+// session, or empty) are done, their backstops left to run.
+func (p *promptDelivery) claim(conn *pgxpool.Conn, threads []*threadDelivery) ([]*threadDelivery, error) {
+	ids := make([]int64, len(threads))
+	keys := make([]int64, len(threads))
+	index := make(map[int64]*threadDelivery, len(threads))
+	for i, t := range threads {
+		ids[i], keys[i] = t.threadID, outboxLockBase|t.threadID
+		index[t.threadID] = t
+	}
+	rows, err := p.e.q.OutboxClaimMany(p.ctx, conn, &dbsqlc.OutboxClaimManyParams{ThreadIds: ids, Keys: keys, Max: 1})
+	if err != nil {
+		return nil, fmt.Errorf("claiming outboxes: %w", err)
+	}
+	for _, m := range rows {
+		index[m.ThreadID].message = m
+	}
+	var claimed []*threadDelivery
+	for _, t := range threads {
+		if t.message == nil {
+			p.release(t)
+			continue
+		}
+		claimed = append(claimed, t)
+	}
+	return claimed, nil
+}
+
+// send hands a thread's claimed message to its channel and reports on done.
+// A channel adapter that panics stops the thread like one that refuses.
+func (p *promptDelivery) send(t *threadDelivery, done chan<- *threadDelivery) {
+	defer func() {
+		if v := recover(); v != nil {
+			p.e.ErrorContext(p.ctx, "channel adapter panicked; the delivery's job delivers", "thread_row_id", t.threadID, "panic", fmt.Sprint(v))
+			t.err = fmt.Errorf("channel adapter panicked: %v", v)
+		}
+		done <- t
+	}()
+	if err := p.ctx.Err(); err != nil {
+		t.err = err // stopping: what is sent is recorded, so send nothing more
+		return
+	}
+	t.err = p.e.deliverOne(p.ctx, t.message)
+}
+
+// collect receives n threads from done, or as many as arrive before
+// deadline (nil: no deadline).
+func collect(done <-chan *threadDelivery, n int, deadline <-chan time.Time) []*threadDelivery {
+	ready := make([]*threadDelivery, 0, n)
+	for len(ready) < n {
+		select {
+		case t := <-done:
+			ready = append(ready, t)
+		case <-deadline:
+			return ready
+		}
+	}
+	return ready
+}
+
+// finish records the refusals, then, in one statement, records the message
+// of each other thread delivered, gives the threads' outboxes up (held by
+// the batch's connection) and deletes the backstops of the threads left
+// empty. It queues again the threads with messages still pending and
+// returns those to hand to their jobs: the refused ones, or all when the
+// connection is broken.
+func (p *promptDelivery) finish(b *batchConn, threads []*threadDelivery) (failed []*threadDelivery) {
+	if len(threads) == 0 {
+		return nil
+	}
+	if b.broken {
+		for _, t := range threads {
+			t.err = cmp.Or(t.err, errBatchBroken)
+		}
+		return threads
+	}
+	var arg dbsqlc.OutboxFinishManyParams
+	for _, t := range threads {
+		arg.ThreadIds = append(arg.ThreadIds, t.threadID)
+		arg.Keys = append(arg.Keys, outboxLockBase|t.threadID)
+		for _, job := range t.jobs {
+			arg.BackstopThreads = append(arg.BackstopThreads, t.threadID)
+			arg.BackstopJobs = append(arg.BackstopJobs, job)
+		}
+		m := t.message
+		switch {
+		case t.err == nil:
+			arg.MessageIds = append(arg.MessageIds, m.ID)
+			arg.ThreadKeys = append(arg.ThreadKeys, m.ThreadKey)
+			arg.ExecutionKeys = append(arg.ExecutionKeys, m.ExecutionKey)
+			arg.Channels = append(arg.Channels, m.Channel)
+		case !errors.Is(t.err, context.Canceled): // not sent because stopping: no attempt
+			p.e.recordFailedAttempt(p.ctx, b.conn, m, t.err)
+		}
+	}
+	more, err := p.e.q.OutboxFinishMany(context.WithoutCancel(p.ctx), b.conn, &arg)
+	if err != nil {
+		b.broken = true
+		for _, t := range threads {
+			t.err = cmp.Or(t.err, fmt.Errorf("releasing outboxes: %w", err))
+		}
+		return threads
+	}
+	pending := make(map[int64]bool, len(more))
+	for _, id := range more {
+		pending[id] = true
+	}
+	for _, t := range threads {
+		switch {
+		case t.err != nil:
+			failed = append(failed, t)
+		case pending[t.threadID] && p.ctx.Err() == nil:
+			p.requeue(t)
+		default:
+			p.release(t)
+		}
+	}
+	return failed
 }

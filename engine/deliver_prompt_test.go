@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/batonrun/baton/engine"
@@ -157,4 +158,48 @@ func TestPromptDeliveryWhenBusyGoesToItsJob(t *testing.T) {
 	require.Equal(t, 1, b.deliveryJobs(t, runningEarly), "River took the second delivery at once, not at its backstop time")
 	close(gate)
 	require.Eventually(t, func() bool { return len(channel.Messages()) == 2 && b.deliveryJobs(t, liveJob) == 0 }, 10*time.Second, 10*time.Millisecond)
+}
+
+// A delivery job that finds its thread's outbox held by another session
+// while messages are pending does not end: it snoozes until the outbox is
+// free, then delivers, so a holder that dies before delivering never
+// leaves a message without a job.
+func TestDeliveryJobWaitsForAHeldOutbox(t *testing.T) {
+	t.Parallel()
+	channel := &gateChannel{}
+	b := newPromptBundle(t, channel, 4)
+	ctx := context.Background()
+	holder, err := b.pool.Acquire(ctx)
+	require.NoError(t, err)
+	defer holder.Release()
+	// Not a WithTx transaction: the job is due at once, and nothing
+	// delivers promptly.
+	tx, err := b.pool.Begin(ctx)
+	require.NoError(t, err)
+	_, err = b.eng.StartExecution(ctx, tx, engine.StartParams{TenantID: "tenant-prompt", WorkflowID: "greet", ThreadID: "held"})
+	require.NoError(t, err)
+	var threadID int64
+	require.NoError(t, tx.QueryRow(ctx, `SELECT id FROM thread WHERE thread_id = 'held'`).Scan(&threadID))
+	_, err = holder.Exec(ctx, `SELECT pg_advisory_lock($1)`, engine.OutboxLockBase|threadID)
+	require.NoError(t, err)
+	require.NoError(t, tx.Commit(ctx))
+
+	ok := assert.Eventually(t, func() bool {
+		return b.deliveryJobs(t, `state IN ('scheduled', 'available') AND (metadata->>'snoozes')::int >= 1`) == 1
+	}, 10*time.Second, 10*time.Millisecond, "the job found the outbox held and snoozed")
+	if !ok {
+		rows, _ := b.pool.Query(ctx, `SELECT state, attempt, metadata::text, coalesce(errors::text,'') FROM river_job WHERE kind = 'message.deliver'`)
+		for rows.Next() {
+			var st, md, er string
+			var at int
+			_ = rows.Scan(&st, &at, &md, &er)
+			t.Logf("job %s attempt %d metadata %s errors %s", st, at, md, er)
+		}
+		t.FailNow()
+	}
+	require.Empty(t, channel.Messages())
+	_, err = holder.Exec(ctx, `SELECT pg_advisory_unlock($1)`, engine.OutboxLockBase|threadID)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return len(channel.Messages()) == 1 && b.deliveryJobs(t, liveJob) == 0 }, 10*time.Second, 10*time.Millisecond,
+		"once the outbox was free the job delivered the message")
 }

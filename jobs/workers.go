@@ -91,9 +91,19 @@ func (w *DeliverWorker) NextRetry(job *river.Job[DeliverArgs]) time.Time {
 	return time.Now().Add(min(d, 5*time.Minute))
 }
 
-// Work delivers the thread's pending messages in order.
+// outboxBusySnooze is how long a delivery job that found its thread's outbox
+// held by another deliverer waits before it looks again.
+const outboxBusySnooze = time.Second
+
+// Work delivers the thread's pending messages in order. When another
+// deliverer holds the thread, the job snoozes (River does not count it as
+// an attempt) rather than ending while messages are pending.
 func (w *DeliverWorker) Work(ctx context.Context, job *river.Job[DeliverArgs]) error {
-	return w.Engine.DeliverThread(ctx, job.Args.ThreadID)
+	err := w.Engine.DeliverThread(ctx, job.Args.ThreadID)
+	if errors.Is(err, engine.ErrOutboxBusy) {
+		return river.JobSnooze(outboxBusySnooze)
+	}
+	return err
 }
 
 // DrainWorker runs thread.drain jobs.

@@ -475,43 +475,108 @@ func (q *Queries) OutboxClaim(ctx context.Context, db DBTX, arg *OutboxClaimPara
 	return items, nil
 }
 
-const outboxFinish = `-- name: OutboxFinish :one
-WITH released AS MATERIALIZED (
-    SELECT outbox_finish($1::bigint, $2::bigint, $3::bigint,
-                         $4::text, $5::text, $6::text)::boolean AS more
-), backstop AS (
-    DELETE FROM river_job j USING released r
-    WHERE j.id = $7::bigint AND j.state = 'scheduled' AND NOT r.more
-)
-SELECT more FROM released
+const outboxClaimMany = `-- name: OutboxClaimMany :many
+SELECT id, tenant_id, execution_id, node_id, body, created_at, thread_key, channel, contact, execution_key, thread_id, delivery_seq FROM outbox_claim_many($1::bigint[], $2::bigint[], $3::integer)
 `
 
-type OutboxFinishParams struct {
-	ThreadID     int64
-	Key          int64
-	ID           int64
-	ThreadKey    string
-	ExecutionKey string
-	Channel      string
-	Backstop     int64
+type OutboxClaimManyParams struct {
+	ThreadIds []int64
+	Keys      []int64
+	Max       int32
 }
 
-// Records the last pending message delivered, gives the outbox lock up and
-// says whether messages are still pending (outbox_finish, migration 00021);
-// the backstop job goes as in OutboxRelease.
-func (q *Queries) OutboxFinish(ctx context.Context, db DBTX, arg *OutboxFinishParams) (bool, error) {
-	row := db.QueryRow(ctx, outboxFinish,
-		arg.ThreadID,
-		arg.Key,
-		arg.ID,
-		arg.ThreadKey,
-		arg.ExecutionKey,
-		arg.Channel,
-		arg.Backstop,
+// OutboxClaim for many threads in one round trip (migration 00027): the
+// threads that have rows are those whose outbox lock this session now holds.
+func (q *Queries) OutboxClaimMany(ctx context.Context, db DBTX, arg *OutboxClaimManyParams) ([]*OutboxMessage, error) {
+	rows, err := db.Query(ctx, outboxClaimMany, arg.ThreadIds, arg.Keys, arg.Max)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []*OutboxMessage{}
+	for rows.Next() {
+		var i OutboxMessage
+		if err := rows.Scan(
+			&i.ID,
+			&i.TenantID,
+			&i.ExecutionID,
+			&i.NodeID,
+			&i.Body,
+			&i.CreatedAt,
+			&i.ThreadKey,
+			&i.Channel,
+			&i.Contact,
+			&i.ExecutionKey,
+			&i.ThreadID,
+			&i.DeliverySeq,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const outboxFinishMany = `-- name: OutboxFinishMany :one
+WITH finished AS MATERIALIZED (
+    SELECT outbox_finish_many($1::bigint[], $2::bigint[], $3::bigint[],
+                              $4::text[], $5::text[], $6::text[])::bigint[] AS more
+), backstop AS (
+    DELETE FROM river_job j
+    USING (SELECT unnest($7::bigint[]) AS thread_id, unnest($8::bigint[]) AS job_id) b, finished f
+    WHERE j.id = b.job_id AND NOT (b.thread_id = ANY (f.more)) AND j.state = 'scheduled'
+)
+SELECT more FROM finished
+`
+
+type OutboxFinishManyParams struct {
+	ThreadIds       []int64
+	Keys            []int64
+	MessageIds      []int64
+	ThreadKeys      []string
+	ExecutionKeys   []string
+	Channels        []string
+	BackstopThreads []int64
+	BackstopJobs    []int64
+}
+
+// Records the last messages of a batch delivered, gives the batch's outbox
+// locks up and returns the threads that still have messages pending
+// (outbox_finish_many, migration 00027); DeliverThread uses it for one
+// thread, without backstops. The message.deliver jobs
+// @backstop_jobs, scheduled as backstops of a prompt delivery of
+// @backstop_threads (engine/deliver_prompt.go), are deleted where their
+// thread has none left, unless a worker has taken them already.
+func (q *Queries) OutboxFinishMany(ctx context.Context, db DBTX, arg *OutboxFinishManyParams) ([]int64, error) {
+	row := db.QueryRow(ctx, outboxFinishMany,
+		arg.ThreadIds,
+		arg.Keys,
+		arg.MessageIds,
+		arg.ThreadKeys,
+		arg.ExecutionKeys,
+		arg.Channels,
+		arg.BackstopThreads,
+		arg.BackstopJobs,
 	)
-	var more bool
+	var more []int64
 	err := row.Scan(&more)
 	return more, err
+}
+
+const outboxHasPending = `-- name: OutboxHasPending :one
+SELECT EXISTS (SELECT 1 FROM thread_message
+               WHERE thread_id = $1::bigint AND direction = 'out' AND status = 'pending')::boolean AS pending
+`
+
+// Whether a thread has outbound messages waiting for delivery.
+func (q *Queries) OutboxHasPending(ctx context.Context, db DBTX, threadID int64) (bool, error) {
+	row := db.QueryRow(ctx, outboxHasPending, threadID)
+	var pending bool
+	err := row.Scan(&pending)
+	return pending, err
 }
 
 const outboxNext = `-- name: OutboxNext :many
@@ -559,31 +624,4 @@ func (q *Queries) OutboxNext(ctx context.Context, db DBTX, arg *OutboxNextParams
 		return nil, err
 	}
 	return items, nil
-}
-
-const outboxRelease = `-- name: OutboxRelease :one
-WITH released AS MATERIALIZED (
-    SELECT outbox_release($1::bigint, $2::bigint)::boolean AS more
-), backstop AS (
-    DELETE FROM river_job j USING released r
-    WHERE j.id = $3::bigint AND j.state = 'scheduled' AND NOT r.more
-)
-SELECT more FROM released
-`
-
-type OutboxReleaseParams struct {
-	ThreadID int64
-	Key      int64
-	Backstop int64
-}
-
-// Gives the outbox lock up and says whether messages are still pending.
-// With none left, the message.deliver job @backstop (0: none), scheduled as
-// the backstop of a prompt delivery (engine/deliver_prompt.go), is deleted
-// unless a worker has taken it already.
-func (q *Queries) OutboxRelease(ctx context.Context, db DBTX, arg *OutboxReleaseParams) (bool, error) {
-	row := db.QueryRow(ctx, outboxRelease, arg.ThreadID, arg.Key, arg.Backstop)
-	var more bool
-	err := row.Scan(&more)
-	return more, err
 }

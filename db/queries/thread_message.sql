@@ -22,31 +22,33 @@ LIMIT @max::integer;
 -- round trip (migration 00013): rows mean the lock is held.
 SELECT * FROM outbox_claim(@thread_id::bigint, @key::bigint, @max::integer);
 
--- name: OutboxRelease :one
--- Gives the outbox lock up and says whether messages are still pending.
--- With none left, the message.deliver job @backstop (0: none), scheduled as
--- the backstop of a prompt delivery (engine/deliver_prompt.go), is deleted
--- unless a worker has taken it already.
-WITH released AS MATERIALIZED (
-    SELECT outbox_release(@thread_id::bigint, @key::bigint)::boolean AS more
-), backstop AS (
-    DELETE FROM river_job j USING released r
-    WHERE j.id = @backstop::bigint AND j.state = 'scheduled' AND NOT r.more
-)
-SELECT more FROM released;
+-- name: OutboxHasPending :one
+-- Whether a thread has outbound messages waiting for delivery.
+SELECT EXISTS (SELECT 1 FROM thread_message
+               WHERE thread_id = @thread_id::bigint AND direction = 'out' AND status = 'pending')::boolean AS pending;
 
--- name: OutboxFinish :one
--- Records the last pending message delivered, gives the outbox lock up and
--- says whether messages are still pending (outbox_finish, migration 00021);
--- the backstop job goes as in OutboxRelease.
-WITH released AS MATERIALIZED (
-    SELECT outbox_finish(@thread_id::bigint, @key::bigint, @id::bigint,
-                         @thread_key::text, @execution_key::text, @channel::text)::boolean AS more
+-- name: OutboxClaimMany :many
+-- OutboxClaim for many threads in one round trip (migration 00027): the
+-- threads that have rows are those whose outbox lock this session now holds.
+SELECT * FROM outbox_claim_many(@thread_ids::bigint[], @keys::bigint[], @max::integer);
+
+-- name: OutboxFinishMany :one
+-- Records the last messages of a batch delivered, gives the batch's outbox
+-- locks up and returns the threads that still have messages pending
+-- (outbox_finish_many, migration 00027); DeliverThread uses it for one
+-- thread, without backstops. The message.deliver jobs
+-- @backstop_jobs, scheduled as backstops of a prompt delivery of
+-- @backstop_threads (engine/deliver_prompt.go), are deleted where their
+-- thread has none left, unless a worker has taken them already.
+WITH finished AS MATERIALIZED (
+    SELECT outbox_finish_many(@thread_ids::bigint[], @keys::bigint[], @message_ids::bigint[],
+                              @thread_keys::text[], @execution_keys::text[], @channels::text[])::bigint[] AS more
 ), backstop AS (
-    DELETE FROM river_job j USING released r
-    WHERE j.id = @backstop::bigint AND j.state = 'scheduled' AND NOT r.more
+    DELETE FROM river_job j
+    USING (SELECT unnest(@backstop_threads::bigint[]) AS thread_id, unnest(@backstop_jobs::bigint[]) AS job_id) b, finished f
+    WHERE j.id = b.job_id AND NOT (b.thread_id = ANY (f.more)) AND j.state = 'scheduled'
 )
-SELECT more FROM released;
+SELECT more FROM finished;
 
 -- name: MessageRecordDelivered :execrows
 -- Marks a message delivered and writes its thread.message_delivered event,
