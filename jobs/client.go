@@ -79,6 +79,12 @@ type Config struct {
 	// CompletedJobRetention is how long River keeps a completed job before
 	// its JobCleaner removes it. Zero means River's default (24 hours).
 	CompletedJobRetention time.Duration
+	// ReindexInterval is how often River's reindexer rebuilds river_job's
+	// indexes (REINDEX CONCURRENTLY, on the leader). Its GIN index on
+	// args keeps an entry for every execution a job ever named, so it
+	// grows until rebuilt. Zero means River's default, daily at midnight
+	// UTC; baton soak, whose retention is minutes, shortens it to match.
+	ReindexInterval time.Duration
 	// Retention, when set, runs the periodic retention.sweep job with it
 	// (every Retention.Interval()). Nil runs none.
 	Retention *retention.Sweeper
@@ -184,6 +190,9 @@ func RiverConfig(cfg Config, workers *river.Workers) (*river.Config, error) {
 	}
 	if cfg.CompletedJobRetention > 0 {
 		rc.CompletedJobRetentionPeriod = cfg.CompletedJobRetention
+	}
+	if cfg.ReindexInterval > 0 {
+		rc.ReindexerSchedule = river.PeriodicInterval(cfg.ReindexInterval)
 	}
 	if !cfg.InsertOnly {
 		rc.Queues = map[string]river.QueueConfig{

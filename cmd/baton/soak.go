@@ -93,14 +93,16 @@ func cmdSoak(ctx context.Context, args []string, stdout io.Writer) error {
 
 // soakJobsConfig is Baton's River settings with the soak's short
 // retention for everything (executions, replay keys, inbound messages,
-// River's completed jobs), swept every tenth of it.
+// River's completed jobs), swept every tenth of it, and River's reindexer
+// run once a retention, as River runs it once a day against its default
+// day of completed jobs.
 func soakJobsConfig(c soakConfig, pool *pgxpool.Pool) jobs.Config {
 	r := c.retention
 	sweep := retention.New(pool, retention.Config{
 		Default:  retention.Policy{Executions: r, Idempotency: r, Inbound: r},
 		Interval: max(r/10, time.Second),
 	})
-	return jobs.Config{Retention: sweep, CompletedJobRetention: r}
+	return jobs.Config{Retention: sweep, CompletedJobRetention: r, ReindexInterval: r}
 }
 
 // soak runs the load for c.duration, sampling every c.sample, and returns
