@@ -245,7 +245,10 @@ func printBenchTable(w io.Writer, r benchReport, kept bool) {
 	fmt.Fprintln(tw, "FIGURE\tWHAT\tVALUE\tUNIT\tTARGET\tDETAIL")
 	for _, row := range r.Rows {
 		value := "-"
-		if row.Measured {
+		switch {
+		case row.Measured && row.Unit == "ratio":
+			value = fmt.Sprintf("%.2f", row.Value)
+		case row.Measured:
 			value = fmt.Sprintf("%.1f", row.Value)
 		}
 		target := row.Target
