@@ -70,6 +70,9 @@ func messageCases() []queryCase {
 			_, _ = q.OutboxNext(ctx, r, &dbsqlc.OutboxNextParams{ThreadID: 97000, Max: 50})
 		}},
 		{"OutboxHasPending", slice, func(r *recorder) { _, _ = q.OutboxHasPending(ctx, r, 97000) }},
+		{"OutboxListStranded", live, func(r *recorder) {
+			_, _ = q.OutboxListStranded(ctx, r, &dbsqlc.OutboxListStrandedParams{IdleSeconds: 2, Max: 500})
+		}},
 		{"MessageRecordDelivered", slice, func(r *recorder) {
 			_, _ = q.MessageRecordDelivered(ctx, r, &dbsqlc.MessageRecordDeliveredParams{
 				ThreadKey: "thread-97000", ExecutionKey: "exec-97000", Channel: "api", ID: 97000})

@@ -54,9 +54,9 @@ func (c *raceChannel) Deliver(ctx context.Context, msg engine.OutboundMessage) e
 // Batched prompt delivery under -race, two processes on one database, each
 // delivering promptly with 32 slots: 400 runs started by 40 goroutines on 25
 // threads, each run sending one message. Every message reaches the channel
-// exactly once (a refusal is retried by its backstop job, a slow channel
+// exactly once (a refusal is retried by a job, a slow channel
 // finishes after its batch moved on), each thread's messages in outbox
-// order, no backstop job is left behind, and the processes did batch.
+// order, no delivery job is left behind, and the processes did batch.
 func TestPromptBatchesTwoProcesses(t *testing.T) {
 	t.Parallel()
 	url := pgtest.NewDatabase(t)
@@ -106,7 +106,7 @@ func TestPromptBatchesTwoProcesses(t *testing.T) {
 	}, 60*time.Second, 20*time.Millisecond, "every run ended and every message was delivered")
 	require.Eventually(t, func() bool {
 		return countRows(t, pool, `SELECT count(*) FROM river_job WHERE kind = 'message.deliver' AND state NOT IN ('completed', 'discarded', 'cancelled')`) == 0
-	}, 30*time.Second, 20*time.Millisecond, "no backstop job left to run")
+	}, 30*time.Second, 20*time.Millisecond, "no delivery job left to run")
 
 	channel.mu.Lock()
 	defer channel.mu.Unlock()

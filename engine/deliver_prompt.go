@@ -21,13 +21,16 @@ import (
 // Without prompt delivery a message.deliver job, due at once, takes it to
 // the channel: a River hop (fetch, then the delivery) and the job's
 // completion. With it (DeliverPromptly), the process that committed
-// delivers the thread's outbox right away, and the job is only a backstop:
-// it is inserted due deliverBackstop later, and the prompt delivery deletes
-// it, in the statement that gives the outbox up, once the outbox is empty.
-// Should the process die or the channel fail first, the backstop job
-// delivers as before, with its retries: delivery stays at least once, in
-// outbox order (the outbox lock lets one deliverer per thread work at a
-// time).
+// delivers the thread's outbox right away, and no job is inserted: when the
+// channel refuses, every slot is busy or the process stops, the process
+// inserts the thread's message.deliver job then, due at once, and River
+// delivers with its retries. Should the process die first, the outbox
+// reaper (ReapOutboxes, run every second on River's leader) finds the
+// thread's message pending for DeliveryRescueAfter with no job, and
+// inserts one. Delivery stays at least once, in outbox order (the outbox
+// lock lets one deliverer per thread work at a time); a holder that gives
+// an outbox up looks for messages committed meanwhile (outbox_finish_many
+// reads them after the unlock) and delivers them too.
 //
 // Prompt deliveries go in batches, so that the threads of a busy process
 // share their round trips and their commit. One goroutine takes every
@@ -45,11 +48,11 @@ import (
 //
 // A delivery holds one of a bounded number of slots from its commit until
 // its thread is done. When every slot is busy, or the delivery fails, its
-// backstop is made due at once instead, and River delivers it.
+// job is inserted instead, and River delivers it.
 
-// deliverBackstop is how long after its transaction a promptly delivered
-// message's backstop job is due.
-const deliverBackstop = 2 * time.Second
+// handOverTimeout bounds the transaction that inserts the job of a thread
+// this process gives up, which may run while it stops.
+const handOverTimeout = 5 * time.Second
 
 // straggleAfter is how long a batch waits for its slowest channel before it
 // records the threads that are done and starts the next batch.
@@ -72,15 +75,18 @@ type promptDelivery struct {
 	batches, threads atomic.Int64
 }
 
-// promptItem is one committed transaction's delivery: its thread and the
-// backstop job it inserted.
-type promptItem struct{ threadID, jobID int64 }
+// promptItem is a thread queued for delivery and the slots it holds: one
+// per committed transaction that sent on it.
+type promptItem struct {
+	threadID int64
+	slots    int
+}
 
 // DeliverPromptly makes this process deliver the messages its transactions
 // send right after they commit, with up to workers deliveries in flight and
-// message.deliver jobs as backstops (see "Prompt delivery"). A process that
-// works River jobs calls it; stop ends it and waits for the deliveries in
-// flight, whose messages a backstop job delivers if they were cut short.
+// message.deliver jobs for what it gives up (see "Prompt delivery"). A
+// process that works River jobs calls it; stop ends it, waits for the
+// deliveries in flight and hands what is left to jobs.
 func (e *Engine) DeliverPromptly(workers int) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &promptDelivery{e: e, ctx: ctx, cancel: cancel,
@@ -93,45 +99,45 @@ func (e *Engine) DeliverPromptly(workers int) (stop func()) {
 		cancel()
 		p.mu.Unlock()
 		p.wg.Wait()
+		for _, t := range byThread(p.take()) {
+			p.giveUp(t, context.Canceled)
+		}
 	}
 }
 
 // enqueueDelivery makes sure the thread's pending messages go out once tx
-// commits: promptly by this process with a backstop job, or by a job due
-// now when prompt delivery is off or tx is not one of WithTx's (nothing
-// would run after its commit).
+// commits: promptly by this process, or by a job due now when prompt
+// delivery is off or tx is not one of WithTx's (nothing would run after its
+// commit).
 func (e *Engine) enqueueDelivery(ctx context.Context, tx pgx.Tx, threadID int64) error {
 	p := e.prompt.Load()
 	if _, ok := tx.(*committingTx); !ok || p == nil {
-		if _, err := e.jobs.InsertDeliver(ctx, tx, threadID, time.Time{}); err != nil {
+		if err := e.jobs.InsertDeliver(ctx, tx, threadID); err != nil {
 			return fmt.Errorf("enqueueing delivery: %w", err)
 		}
 		return nil
 	}
-	jobID, err := e.jobs.InsertDeliver(ctx, tx, threadID, time.Now().Add(deliverBackstop))
-	if err != nil {
-		return fmt.Errorf("enqueueing delivery: %w", err)
-	}
-	afterCommit(tx, func() { p.start(threadID, jobID) })
+	afterCommit(tx, func() { p.start(threadID) })
 	return nil
 }
 
-// start queues the thread for the next batch, or makes its backstop due now
-// when every slot is busy.
-func (p *promptDelivery) start(threadID, jobID int64) {
+// start queues the thread for the next batch, or hands it to its job when
+// every slot is busy or the process is stopping.
+func (p *promptDelivery) start(threadID int64) {
 	select {
 	case p.slots <- struct{}{}:
 	default:
-		p.handOver(jobID)
+		p.handOver(threadID)
 		return
 	}
 	p.mu.Lock()
 	if p.ctx.Err() != nil {
 		p.mu.Unlock()
 		<-p.slots
-		return // stopping: the backstop delivers
+		p.handOver(threadID)
+		return
 	}
-	p.queue = append(p.queue, promptItem{threadID: threadID, jobID: jobID})
+	p.queue = append(p.queue, promptItem{threadID: threadID, slots: 1})
 	p.mu.Unlock()
 	p.signal()
 }
@@ -149,7 +155,7 @@ func (p *promptDelivery) run() {
 	for {
 		select {
 		case <-p.ctx.Done():
-			return // what is queued, its backstops deliver
+			return // stop hands what is queued to jobs
 		case <-p.wake:
 		}
 		for items := p.take(); len(items) > 0 && p.ctx.Err() == nil; items = p.take() {
@@ -167,49 +173,48 @@ func (p *promptDelivery) take() []promptItem {
 	return items
 }
 
-// requeue queues a thread again, with the slots and backstops it holds.
+// requeue queues a thread again, with the slots it holds.
 func (p *promptDelivery) requeue(t *threadDelivery) {
 	p.mu.Lock()
-	for _, job := range t.jobs {
-		p.queue = append(p.queue, promptItem{threadID: t.threadID, jobID: job})
-	}
+	p.queue = append(p.queue, promptItem{threadID: t.threadID, slots: t.slots})
 	p.mu.Unlock()
 	p.signal()
 }
 
 // release gives up the slots a thread holds.
 func (p *promptDelivery) release(t *threadDelivery) {
-	for range t.jobs {
+	for range t.slots {
 		<-p.slots
 	}
 }
 
-// giveUp hands a thread's delivery to its backstop jobs, due now.
+// giveUp hands a thread's delivery to its job.
 func (p *promptDelivery) giveUp(t *threadDelivery, err error) {
 	p.e.DebugContext(p.ctx, "prompt delivery stopped; its job delivers", "thread_row_id", t.threadID, "error", err)
-	for _, job := range t.jobs {
-		p.handOver(job)
-	}
+	p.handOver(t.threadID)
 	p.release(t)
 }
 
-// handOver makes the backstop job due now, unless this process is stopping
-// (it is then due at its time).
-func (p *promptDelivery) handOver(jobID int64) {
-	if p.ctx.Err() != nil {
-		return
-	}
-	if err := p.e.jobs.DeliverNow(p.ctx, jobID); err != nil {
-		p.e.WarnContext(p.ctx, "making a delivery job due now failed; it runs at its time", "job_id", jobID, "error", err)
+// handOver inserts the thread's message.deliver job, due now, in a
+// transaction of its own, also while the process stops. Should that fail,
+// the outbox reaper inserts it later.
+func (p *promptDelivery) handOver(threadID int64) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(p.ctx), handOverTimeout)
+	defer cancel()
+	err := pgx.BeginFunc(ctx, p.e.pool, func(tx pgx.Tx) error {
+		return p.e.jobs.InsertDeliver(ctx, tx, threadID)
+	})
+	if err != nil {
+		p.e.WarnContext(ctx, "enqueueing a delivery failed; the outbox reaper enqueues it", "thread_row_id", threadID, "error", err)
 	}
 }
 
 // threadDelivery is one thread of a batch.
 type threadDelivery struct {
 	threadID int64
-	// jobs are the backstops of the deliveries queued for the thread, one
-	// slot each.
-	jobs []int64
+	// slots are the slots the thread holds, one per committed transaction
+	// that queued it.
+	slots int
 	// message is the thread's first pending message, once claimed; err is
 	// its channel's refusal.
 	message *dbsqlc.OutboxMessage
@@ -227,7 +232,7 @@ func byThread(items []promptItem) []*threadDelivery {
 			index[it.threadID] = t
 			threads = append(threads, t)
 		}
-		t.jobs = append(t.jobs, it.jobID)
+		t.slots += it.slots
 	}
 	return threads
 }
@@ -322,8 +327,8 @@ func (p *promptDelivery) giveUpAll(threads []*threadDelivery, err error) {
 // claim takes the outboxes of the batch's threads and reads the first
 // pending message of each: one, so that what a channel has taken is never
 // more than the message a crash would send again. The threads it returns
-// are those whose outbox conn now holds; the others (delivered by another
-// session, or empty) are done, their backstops left to run.
+// are those whose outbox conn now holds; the others are done: empty, or
+// held by another session, which looks for them once it lets go.
 func (p *promptDelivery) claim(conn *pgxpool.Conn, threads []*threadDelivery) ([]*threadDelivery, error) {
 	ids := make([]int64, len(threads))
 	keys := make([]int64, len(threads))
@@ -383,11 +388,11 @@ func collect(done <-chan *threadDelivery, n int, deadline <-chan time.Time) []*t
 }
 
 // finish records the refusals, then, in one statement, records the message
-// of each other thread delivered, gives the threads' outboxes up (held by
-// the batch's connection) and deletes the backstops of the threads left
-// empty. It queues again the threads with messages still pending and
-// returns those to hand to their jobs: the refused ones, or all when the
-// connection is broken.
+// of each other thread delivered and gives the threads' outboxes up (held
+// by the batch's connection). It queues again the threads with messages
+// still pending and returns those to hand to their jobs: the refused ones,
+// those still pending when the process stops, or all when the connection
+// is broken.
 func (p *promptDelivery) finish(b *batchConn, threads []*threadDelivery) (failed []*threadDelivery) {
 	if len(threads) == 0 {
 		return nil
@@ -402,10 +407,6 @@ func (p *promptDelivery) finish(b *batchConn, threads []*threadDelivery) (failed
 	for _, t := range threads {
 		arg.ThreadIds = append(arg.ThreadIds, t.threadID)
 		arg.Keys = append(arg.Keys, outboxLockBase|t.threadID)
-		for _, job := range t.jobs {
-			arg.BackstopThreads = append(arg.BackstopThreads, t.threadID)
-			arg.BackstopJobs = append(arg.BackstopJobs, job)
-		}
 		m := t.message
 		switch {
 		case t.err == nil:
@@ -435,6 +436,8 @@ func (p *promptDelivery) finish(b *batchConn, threads []*threadDelivery) (failed
 			failed = append(failed, t)
 		case pending[t.threadID] && p.ctx.Err() == nil:
 			p.requeue(t)
+		case pending[t.threadID]:
+			failed = append(failed, t)
 		default:
 			p.release(t)
 		}

@@ -59,7 +59,9 @@ type promptBundle struct {
 func newPromptBundle(t *testing.T, channel engine.ChannelAdapter, workers int) *promptBundle {
 	t.Helper()
 	pool := pgtest.NewPool(t)
-	eng, err := engine.New(engine.Config{Pool: pool, Channel: channel})
+	// The outbox reaper stays out of these tests: what they show are the
+	// hand-overs to jobs of a live process.
+	eng, err := engine.New(engine.Config{Pool: pool, Channel: channel, DeliveryRescueAfter: time.Hour})
 	require.NoError(t, err)
 	client, err := jobs.NewClient(pool, jobs.Config{Engine: eng})
 	require.NoError(t, err)
@@ -89,10 +91,10 @@ const (
 	anyJob = `true`
 	// liveJob: not finalized.
 	liveJob = `state NOT IN ('completed', 'discarded', 'cancelled')`
-	// failedEarly: its first attempt failed before its backstop time.
-	failedEarly = `(errors[1]->>'at')::timestamptz < created_at + interval '2 seconds'`
-	// runningEarly: running, made due before its backstop time.
-	runningEarly = `state = 'running' AND scheduled_at < created_at + interval '2 seconds'`
+	// failed: an attempt of it failed.
+	failed = `cardinality(errors) >= 1`
+	// running: being worked.
+	running = `state = 'running'`
 )
 
 // deliveryJobs counts the message.deliver jobs that meet cond.
@@ -101,20 +103,20 @@ func (b *promptBundle) deliveryJobs(t *testing.T, cond string) int {
 }
 
 // A message sent from a WithTx transaction goes out right after the commit,
-// without River: its backstop job is deleted once the outbox is empty.
-func TestPromptDeliveryDeletesItsBackstop(t *testing.T) {
+// without River: no delivery job is inserted.
+func TestPromptDeliveryInsertsNoJob(t *testing.T) {
 	t.Parallel()
 	channel := &gateChannel{}
-	b := newPromptBundle(t, channel, 4)
+	b := newPromptBundle(t, channel, 20) // a slot for each: none is handed to a job for want of one
 	for i := range 20 {
 		b.greet(t, fmt.Sprintf("prompt-%d", i))
 	}
 	require.Eventually(t, func() bool { return len(channel.Messages()) == 20 && b.deliveryJobs(t, anyJob) == 0 }, 10*time.Second, 10*time.Millisecond,
-		"every message delivered and every backstop job deleted, none worked by River")
+		"every message delivered, none by River")
 	require.Equal(t, int32(20), channel.calls.Load(), "each message went to the channel once")
 }
 
-// A prompt delivery the channel refuses hands the message to its job at
+// A prompt delivery the channel refuses hands the message to a job, due at
 // once; River retries it until the channel takes it.
 func TestPromptDeliveryFailureGoesToItsJob(t *testing.T) {
 	t.Parallel()
@@ -122,15 +124,15 @@ func TestPromptDeliveryFailureGoesToItsJob(t *testing.T) {
 	channel.failing.Store(true)
 	b := newPromptBundle(t, channel, 4)
 	b.greet(t, "refused")
-	require.Eventually(t, func() bool { return b.deliveryJobs(t, failedEarly) == 1 }, 10*time.Second, 10*time.Millisecond,
-		"the job tried again after the prompt delivery failed, before its backstop time")
+	require.Eventually(t, func() bool { return b.deliveryJobs(t, failed) == 1 }, 10*time.Second, 10*time.Millisecond,
+		"a job tried again after the prompt delivery failed")
 	channel.failing.Store(false)
 	require.Eventually(t, func() bool { return len(channel.Messages()) == 1 && b.deliveryJobs(t, liveJob) == 0 }, 20*time.Second, 10*time.Millisecond)
 }
 
-// A prompt delivery cut short by the process stopping leaves the message to
-// its backstop job, which delivers it.
-func TestPromptDeliveryCutShortIsDeliveredByItsBackstop(t *testing.T) {
+// A prompt delivery cut short by the process stopping hands the message to
+// a job, which delivers it.
+func TestPromptDeliveryCutShortGoesToAJob(t *testing.T) {
 	t.Parallel()
 	channel := &gateChannel{gate: make(chan struct{})}
 	b := newPromptBundle(t, channel, 4)
@@ -142,10 +144,10 @@ func TestPromptDeliveryCutShortIsDeliveredByItsBackstop(t *testing.T) {
 	channel.mu.Unlock()
 	require.Empty(t, channel.Messages())
 	require.Eventually(t, func() bool { return len(channel.Messages()) == 1 && b.deliveryJobs(t, liveJob) == 0 }, 20*time.Second, 10*time.Millisecond,
-		"the backstop job delivered the message")
+		"the job delivered the message")
 }
 
-// With every prompt goroutine busy, a new delivery goes to its job at once.
+// With every prompt slot busy, a new delivery goes to a job at once.
 func TestPromptDeliveryWhenBusyGoesToItsJob(t *testing.T) {
 	t.Parallel()
 	gate := make(chan struct{})
@@ -155,7 +157,7 @@ func TestPromptDeliveryWhenBusyGoesToItsJob(t *testing.T) {
 	require.Eventually(t, func() bool { return channel.calls.Load() == 1 }, 10*time.Second, 10*time.Millisecond)
 	b.greet(t, "busy-b") // its thread's delivery cannot get the one goroutine
 	require.Eventually(t, func() bool { return channel.calls.Load() == 2 }, 10*time.Second, 10*time.Millisecond)
-	require.Equal(t, 1, b.deliveryJobs(t, runningEarly), "River took the second delivery at once, not at its backstop time")
+	require.Equal(t, 1, b.deliveryJobs(t, running), "River took the second delivery at once")
 	close(gate)
 	require.Eventually(t, func() bool { return len(channel.Messages()) == 2 && b.deliveryJobs(t, liveJob) == 0 }, 10*time.Second, 10*time.Millisecond)
 }
@@ -202,4 +204,67 @@ func TestDeliveryJobWaitsForAHeldOutbox(t *testing.T) {
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return len(channel.Messages()) == 1 && b.deliveryJobs(t, liveJob) == 0 }, 10*time.Second, 10*time.Millisecond,
 		"once the outbox was free the job delivered the message")
+}
+
+// A process that dies between a commit and its prompt delivery leaves the
+// message pending with no job; the outbox reaper of another process finds
+// it once it has waited DeliveryRescueAfter and enqueues its delivery,
+// which that process's River delivers, once.
+func TestOutboxReaperDeliversWhatADeadProcessLeft(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := pgtest.NewDatabase(t)
+
+	// The process that dies: it delivers promptly, works no jobs, and its
+	// channel never answers.
+	deadConfig, err := pgxpool.ParseConfig(url)
+	require.NoError(t, err)
+	deadConfig.ConnConfig.RuntimeParams["application_name"] = "dying-process"
+	deadPool, err := pgxpool.NewWithConfig(ctx, deadConfig)
+	require.NoError(t, err)
+	t.Cleanup(deadPool.Close)
+	stuck := &gateChannel{gate: make(chan struct{})}
+	dead, err := engine.New(engine.Config{Pool: deadPool, Channel: stuck})
+	require.NoError(t, err)
+	_, err = jobs.NewClient(deadPool, jobs.Config{Engine: dead, InsertOnly: true}) // its job inserter
+	require.NoError(t, err)
+	t.Cleanup(dead.DeliverPromptly(4))
+
+	// The survivor works River jobs, its outbox reaper among them.
+	pool, err := pgxpool.New(ctx, url)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	channel := &gateChannel{}
+	survivor, err := engine.New(engine.Config{Pool: pool, Channel: channel, DeliveryRescueAfter: 500 * time.Millisecond})
+	require.NoError(t, err)
+	client, err := jobs.NewClient(pool, jobs.Config{Engine: survivor, DeliverReapInterval: 100 * time.Millisecond})
+	require.NoError(t, err)
+	startClient(t, client)
+	_, _, err = survivor.DefineWorkflow(ctx, pool, "tenant-prompt", []byte(greetWorkflow))
+	require.NoError(t, err)
+
+	require.NoError(t, dead.WithTx(ctx, func(tx pgx.Tx) error {
+		_, err := dead.StartExecution(ctx, tx, engine.StartParams{TenantID: "tenant-prompt", WorkflowID: "greet", ThreadID: "orphan"})
+		return err
+	}))
+	require.Eventually(t, func() bool { return stuck.calls.Load() == 1 }, 10*time.Second, 10*time.Millisecond,
+		"the dying process took the message to its channel")
+	require.Equal(t, 0, countRows(t, pool, `SELECT count(*) FROM river_job WHERE kind = 'message.deliver'`),
+		"a prompt delivery has no job")
+	// It dies: its sessions end, and with them its outbox lock.
+	require.Equal(t, 0, countRows(t, pool, `SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+		WHERE application_name = 'dying-process') k WHERE NOT pg_terminate_backend`))
+
+	require.Eventually(t, func() bool { return len(channel.Messages()) == 1 }, 20*time.Second, 10*time.Millisecond,
+		"the survivor delivered the message")
+	require.Eventually(t, func() bool {
+		return countRows(t, pool, `SELECT count(*) FROM river_job WHERE kind = 'message.deliver' AND `+liveJob) == 0
+	}, 10*time.Second, 10*time.Millisecond)
+	require.Equal(t, 1, countRows(t, pool, `SELECT count(*) FROM thread_message WHERE status = 'delivered'`))
+	require.Equal(t, 1, countRows(t, pool, `SELECT count(*) FROM river_job WHERE kind = 'message.deliver'`),
+		"one job delivered it")
+	require.Equal(t, int32(1), channel.calls.Load(), "the survivor's channel was offered it once")
+	require.Equal(t, int32(1), stuck.calls.Load(), "the dead process offered it once")
+	reaps := countRows(t, pool, `SELECT count(*) FROM river_job WHERE kind = 'message.deliver_reap' AND state = 'completed'`)
+	require.Positive(t, reaps, "the outbox reaper ran as a River job")
 }

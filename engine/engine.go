@@ -22,12 +22,9 @@ type JobInserter interface {
 	// InsertStep enqueues an execution.step job that advances the execution
 	// from the checkpoint whose step_seq is stepSeq.
 	InsertStep(ctx context.Context, tx pgx.Tx, executionID, stepSeq int64, priority int) error
-	// InsertDeliver enqueues a message.deliver job that delivers the
-	// thread's pending outbound messages in order, due at at (the zero
-	// time: now), and returns its id.
-	InsertDeliver(ctx context.Context, tx pgx.Tx, threadID int64, at time.Time) (int64, error)
-	// DeliverNow makes a scheduled message.deliver job due now.
-	DeliverNow(ctx context.Context, jobID int64) error
+	// InsertDeliver enqueues a message.deliver job, due now, that delivers
+	// the thread's pending outbound messages in order.
+	InsertDeliver(ctx context.Context, tx pgx.Tx, threadID int64) error
 	// InsertDrain enqueues a thread.drain job that hands the thread's queued
 	// messages out in FIFO order.
 	InsertDrain(ctx context.Context, tx pgx.Tx, threadID int64) error
@@ -145,7 +142,18 @@ type Config struct {
 	// the reaper fails it. Zero means DefaultMaxStepRecoveries (3);
 	// negative is an error.
 	MaxStepRecoveries int
+	// DeliveryRescueAfter is how long a message may stay pending delivery
+	// with no message.deliver job before the outbox reaper (ReapOutboxes)
+	// enqueues one: how late a message can be when the process that was
+	// delivering it died. Zero means DefaultDeliveryRescueAfter (2 s);
+	// negative is an error.
+	DeliveryRescueAfter time.Duration
 }
+
+// DefaultDeliveryRescueAfter is Config.DeliveryRescueAfter's default: far
+// beyond a prompt delivery (milliseconds), so that a live deliverer's
+// threads are seldom taken for stranded.
+const DefaultDeliveryRescueAfter = 2 * time.Second
 
 // Step reaper defaults (Config.StepRescueAfter, Config.MaxStepRecoveries).
 const (
@@ -215,6 +223,12 @@ func New(cfg Config) (*Engine, error) {
 	}
 	if cfg.Metrics == nil {
 		cfg.Metrics = noMetrics{}
+	}
+	if cfg.DeliveryRescueAfter < 0 {
+		return nil, fmt.Errorf("engine: DeliveryRescueAfter (%s) must not be negative", cfg.DeliveryRescueAfter)
+	}
+	if cfg.DeliveryRescueAfter == 0 {
+		cfg.DeliveryRescueAfter = DefaultDeliveryRescueAfter
 	}
 	if cfg.StepRescueAfter < 0 || cfg.MaxStepRecoveries < 0 {
 		return nil, fmt.Errorf("engine: StepRescueAfter (%s) and MaxStepRecoveries (%d) must not be negative", cfg.StepRescueAfter, cfg.MaxStepRecoveries)

@@ -53,6 +53,13 @@ type StepReapArgs struct{}
 // Kind is the job kind River UI shows.
 func (StepReapArgs) Kind() string { return "execution.step_reap" }
 
+// DeliverReapArgs enqueue the delivery of messages left pending without a
+// deliverer (engine.ReapOutboxes).
+type DeliverReapArgs struct{}
+
+// Kind is the job kind River UI shows.
+func (DeliverReapArgs) Kind() string { return "message.deliver_reap" }
+
 // WaitTimeoutArgs fire the timeout of one wait of an execution.
 type WaitTimeoutArgs struct {
 	// ExecutionID is the execution's row id.

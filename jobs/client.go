@@ -1,6 +1,7 @@
 package jobs
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -76,6 +77,12 @@ type Config struct {
 	// must sit unchanged first is the engine's StepRescueAfter). Zero means
 	// DefaultStepReapInterval (30 s); negative runs no step reaper.
 	StepReapInterval time.Duration
+	// DeliverReapInterval is how often the outbox reaper looks for
+	// messages left pending without a deliverer (engine.ReapOutboxes; how
+	// long one must wait first is the engine's DeliveryRescueAfter). Zero
+	// means DefaultDeliverReapInterval (1 s); negative runs no outbox
+	// reaper.
+	DeliverReapInterval time.Duration
 	// CompletedJobRetention is how long River keeps a completed job before
 	// its JobCleaner removes it. Zero means River's default (24 hours).
 	CompletedJobRetention time.Duration
@@ -95,6 +102,12 @@ type Config struct {
 // (60 s), a lost step job is replaced within 90 s.
 const DefaultStepReapInterval = 30 * time.Second
 
+// DefaultDeliverReapInterval is how often the outbox reaper runs when
+// Config.DeliverReapInterval is zero: with the engine's default
+// DeliveryRescueAfter (2 s), a message whose deliverer died goes out about
+// 3 s after its commit.
+const DefaultDeliverReapInterval = time.Second
+
 // NewClient returns Baton's River client with its workers registered and
 // wires it into the engine as its JobInserter.
 func NewClient(pool *pgxpool.Pool, cfg Config) (*river.Client[pgx.Tx], error) {
@@ -107,6 +120,7 @@ func NewClient(pool *pgxpool.Pool, cfg Config) (*river.Client[pgx.Tx], error) {
 	river.AddWorker(workers, &DrainWorker{Engine: cfg.Engine})
 	river.AddWorker(workers, &LockReapWorker{Engine: cfg.Engine})
 	river.AddWorker(workers, &StepReapWorker{Engine: cfg.Engine})
+	river.AddWorker(workers, &DeliverReapWorker{Engine: cfg.Engine})
 	river.AddWorker(workers, &WaitTimeoutWorker{Engine: cfg.Engine})
 	river.AddWorker(workers, &CallbackWorker{Engine: cfg.Engine})
 	river.AddWorker(workers, &LaneDispatchWorker{Engine: cfg.Engine})
@@ -145,6 +159,13 @@ func NewClient(pool *pgxpool.Pool, cfg Config) (*river.Client[pgx.Tx], error) {
 		rc.PeriodicJobs = append(rc.PeriodicJobs,
 			river.NewPeriodicJob(river.PeriodicInterval(stepReapEvery), func() (river.JobArgs, *river.InsertOpts) {
 				return StepReapArgs{}, &river.InsertOpts{Queue: QueueLow}
+			}, &river.PeriodicJobOpts{RunOnStart: true}))
+	}
+	deliverReapEvery := cmp.Or(cfg.DeliverReapInterval, DefaultDeliverReapInterval)
+	if deliverReapEvery > 0 {
+		rc.PeriodicJobs = append(rc.PeriodicJobs,
+			river.NewPeriodicJob(river.PeriodicInterval(deliverReapEvery), func() (river.JobArgs, *river.InsertOpts) {
+				return DeliverReapArgs{}, &river.InsertOpts{Queue: QueueLow}
 			}, &river.PeriodicJobOpts{RunOnStart: true}))
 	}
 	client, err := river.NewClient(riverpgxv5.New(pool), rc)
@@ -226,21 +247,15 @@ func (i *Inserter) InsertDrain(ctx context.Context, tx pgx.Tx, threadID int64) e
 	return err
 }
 
-// InsertDeliver enqueues a message.deliver job due at at (zero: now).
-func (i *Inserter) InsertDeliver(ctx context.Context, tx pgx.Tx, threadID int64, at time.Time) (int64, error) {
-	res, err := i.Client.InsertTx(ctx, tx, DeliverArgs{ThreadID: threadID},
-		&river.InsertOpts{Queue: QueueMedium, MaxAttempts: 100, ScheduledAt: at})
-	if err != nil {
-		return 0, err
-	}
-	return res.Job.ID, nil
-}
-
-// DeliverNow makes a scheduled message.deliver job available now.
-func (i *Inserter) DeliverNow(ctx context.Context, jobID int64) error {
-	_, err := i.Client.JobRetry(ctx, jobID)
+// InsertDeliver enqueues a message.deliver job, due now.
+func (i *Inserter) InsertDeliver(ctx context.Context, tx pgx.Tx, threadID int64) error {
+	_, err := i.Client.InsertTx(ctx, tx, DeliverArgs{ThreadID: threadID}, deliverOpts)
 	return err
 }
+
+// deliverOpts are the insert options of message.deliver jobs: many
+// attempts, since a channel may be down for a while.
+var deliverOpts = &river.InsertOpts{Queue: QueueMedium, MaxAttempts: 100}
 
 // InsertCallback enqueues a workflow.callback job on the low queue.
 func (i *Inserter) InsertCallback(ctx context.Context, tx pgx.Tx, job engine.CallbackJob) error {

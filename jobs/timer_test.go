@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
 	"github.com/stretchr/testify/require"
 
 	"github.com/batonrun/baton/engine"
@@ -59,7 +60,7 @@ func TestTimersAreScheduledUntilTheirLastSeconds(t *testing.T) {
 
 	// A scheduled job of another kind.
 	require.NoError(t, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		_, err := ins.InsertDeliver(ctx, tx, 1, time.Now().Add(time.Hour))
+		_, err := client.InsertTx(ctx, tx, DeliverArgs{ThreadID: 1}, &river.InsertOpts{ScheduledAt: time.Now().Add(time.Hour)})
 		return err
 	}))
 

@@ -139,6 +139,18 @@ func (w *StepReapWorker) Work(ctx context.Context, _ *river.Job[StepReapArgs]) e
 	return err
 }
 
+// DeliverReapWorker runs the periodic message.deliver_reap job.
+type DeliverReapWorker struct {
+	river.WorkerDefaults[DeliverReapArgs]
+	Engine *engine.Engine
+}
+
+// Work enqueues the delivery of messages left pending without a deliverer.
+func (w *DeliverReapWorker) Work(ctx context.Context, _ *river.Job[DeliverReapArgs]) error {
+	_, err := w.Engine.ReapOutboxes(ctx)
+	return err
+}
+
 // LockReapWorker runs the periodic thread.lock_reap job.
 type LockReapWorker struct {
 	river.WorkerDefaults[LockReapArgs]

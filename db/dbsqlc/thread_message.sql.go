@@ -521,35 +521,23 @@ func (q *Queries) OutboxClaimMany(ctx context.Context, db DBTX, arg *OutboxClaim
 }
 
 const outboxFinishMany = `-- name: OutboxFinishMany :one
-WITH finished AS MATERIALIZED (
-    SELECT outbox_finish_many($1::bigint[], $2::bigint[], $3::bigint[],
-                              $4::text[], $5::text[], $6::text[])::bigint[] AS more
-), backstop AS (
-    DELETE FROM river_job j
-    USING (SELECT unnest($7::bigint[]) AS thread_id, unnest($8::bigint[]) AS job_id) b, finished f
-    WHERE j.id = b.job_id AND NOT (b.thread_id = ANY (f.more)) AND j.state = 'scheduled'
-)
-SELECT more FROM finished
+SELECT outbox_finish_many($1::bigint[], $2::bigint[], $3::bigint[],
+                          $4::text[], $5::text[], $6::text[])::bigint[] AS more
 `
 
 type OutboxFinishManyParams struct {
-	ThreadIds       []int64
-	Keys            []int64
-	MessageIds      []int64
-	ThreadKeys      []string
-	ExecutionKeys   []string
-	Channels        []string
-	BackstopThreads []int64
-	BackstopJobs    []int64
+	ThreadIds     []int64
+	Keys          []int64
+	MessageIds    []int64
+	ThreadKeys    []string
+	ExecutionKeys []string
+	Channels      []string
 }
 
 // Records the last messages of a batch delivered, gives the batch's outbox
 // locks up and returns the threads that still have messages pending
 // (outbox_finish_many, migration 00027); DeliverThread uses it for one
-// thread, without backstops. The message.deliver jobs
-// @backstop_jobs, scheduled as backstops of a prompt delivery of
-// @backstop_threads (engine/deliver_prompt.go), are deleted where their
-// thread has none left, unless a worker has taken them already.
+// thread.
 func (q *Queries) OutboxFinishMany(ctx context.Context, db DBTX, arg *OutboxFinishManyParams) ([]int64, error) {
 	row := db.QueryRow(ctx, outboxFinishMany,
 		arg.ThreadIds,
@@ -558,8 +546,6 @@ func (q *Queries) OutboxFinishMany(ctx context.Context, db DBTX, arg *OutboxFini
 		arg.ThreadKeys,
 		arg.ExecutionKeys,
 		arg.Channels,
-		arg.BackstopThreads,
-		arg.BackstopJobs,
 	)
 	var more []int64
 	err := row.Scan(&more)
@@ -577,6 +563,52 @@ func (q *Queries) OutboxHasPending(ctx context.Context, db DBTX, threadID int64)
 	var pending bool
 	err := row.Scan(&pending)
 	return pending, err
+}
+
+const outboxListStranded = `-- name: OutboxListStranded :many
+SELECT DISTINCT m.thread_id
+FROM thread_message m
+WHERE m.status = 'pending'
+  AND m.created_at < now() - make_interval(secs => $1::double precision)
+  AND NOT EXISTS (
+      SELECT 1 FROM river_job j
+      WHERE j.kind = 'message.deliver'
+        AND j.state IN ('available', 'pending', 'retryable', 'running', 'scheduled')
+        AND (j.args->>'thread_id')::bigint = m.thread_id)
+ORDER BY m.thread_id
+LIMIT $2::integer
+`
+
+type OutboxListStrandedParams struct {
+	IdleSeconds float64
+	Max         int32
+}
+
+// Threads with a message pending delivery for over @idle_seconds and no
+// live message.deliver job (jobs.DeliverArgs: args {"thread_id": …}): the
+// process that committed the message died before delivering it (prompt
+// delivery inserts no job; engine/deliver_prompt.go). The outbox reaper
+// enqueues their delivery. The pending messages are few and read through
+// the outbox index; the live jobs are read once, through River's index on
+// state, and anti-joined.
+func (q *Queries) OutboxListStranded(ctx context.Context, db DBTX, arg *OutboxListStrandedParams) ([]int64, error) {
+	rows, err := db.Query(ctx, outboxListStranded, arg.IdleSeconds, arg.Max)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []int64{}
+	for rows.Next() {
+		var thread_id int64
+		if err := rows.Scan(&thread_id); err != nil {
+			return nil, err
+		}
+		items = append(items, thread_id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const outboxNext = `-- name: OutboxNext :many

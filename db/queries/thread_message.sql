@@ -36,19 +36,29 @@ SELECT * FROM outbox_claim_many(@thread_ids::bigint[], @keys::bigint[], @max::in
 -- Records the last messages of a batch delivered, gives the batch's outbox
 -- locks up and returns the threads that still have messages pending
 -- (outbox_finish_many, migration 00027); DeliverThread uses it for one
--- thread, without backstops. The message.deliver jobs
--- @backstop_jobs, scheduled as backstops of a prompt delivery of
--- @backstop_threads (engine/deliver_prompt.go), are deleted where their
--- thread has none left, unless a worker has taken them already.
-WITH finished AS MATERIALIZED (
-    SELECT outbox_finish_many(@thread_ids::bigint[], @keys::bigint[], @message_ids::bigint[],
-                              @thread_keys::text[], @execution_keys::text[], @channels::text[])::bigint[] AS more
-), backstop AS (
-    DELETE FROM river_job j
-    USING (SELECT unnest(@backstop_threads::bigint[]) AS thread_id, unnest(@backstop_jobs::bigint[]) AS job_id) b, finished f
-    WHERE j.id = b.job_id AND NOT (b.thread_id = ANY (f.more)) AND j.state = 'scheduled'
-)
-SELECT more FROM finished;
+-- thread.
+SELECT outbox_finish_many(@thread_ids::bigint[], @keys::bigint[], @message_ids::bigint[],
+                          @thread_keys::text[], @execution_keys::text[], @channels::text[])::bigint[] AS more;
+
+-- name: OutboxListStranded :many
+-- Threads with a message pending delivery for over @idle_seconds and no
+-- live message.deliver job (jobs.DeliverArgs: args {"thread_id": …}): the
+-- process that committed the message died before delivering it (prompt
+-- delivery inserts no job; engine/deliver_prompt.go). The outbox reaper
+-- enqueues their delivery. The pending messages are few and read through
+-- the outbox index; the live jobs are read once, through River's index on
+-- state, and anti-joined.
+SELECT DISTINCT m.thread_id
+FROM thread_message m
+WHERE m.status = 'pending'
+  AND m.created_at < now() - make_interval(secs => @idle_seconds::double precision)
+  AND NOT EXISTS (
+      SELECT 1 FROM river_job j
+      WHERE j.kind = 'message.deliver'
+        AND j.state IN ('available', 'pending', 'retryable', 'running', 'scheduled')
+        AND (j.args->>'thread_id')::bigint = m.thread_id)
+ORDER BY m.thread_id
+LIMIT @max::integer;
 
 -- name: MessageRecordDelivered :execrows
 -- Marks a message delivered and writes its thread.message_delivered event,

@@ -1,0 +1,60 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/batonrun/baton/db/dbsqlc"
+)
+
+// The outbox reaper enqueues the delivery of messages whose deliverer died
+// (see "Prompt delivery" in deliver_prompt.go).
+//
+// A message that a process delivers promptly has no message.deliver job
+// while it is in that process's hands. Should the process die between the
+// commit and the delivery, the message stays pending with no job.
+// ReapOutboxes, run every second on River's leader (jobs'
+// message.deliver_reap), lists the threads with a message pending for
+// Config.DeliveryRescueAfter and no live message.deliver job, and inserts
+// one for each. A thread that is in fact still being delivered (a channel
+// slower than DeliveryRescueAfter) gets a job that finds its outbox held
+// and waits for it (ErrOutboxBusy), then delivers whatever is left: never
+// a message twice, since a message is recorded delivered before its outbox
+// is given up.
+
+// outboxReapBatch bounds how many threads one ReapOutboxes handles; the
+// next run takes the rest.
+const outboxReapBatch = 500
+
+// ReapOutboxes enqueues a delivery job for every thread whose pending
+// messages have had no deliverer for DeliveryRescueAfter, and returns how
+// many it enqueued.
+func (e *Engine) ReapOutboxes(ctx context.Context) (int, error) {
+	threads, err := e.q.OutboxListStranded(ctx, e.pool, &dbsqlc.OutboxListStrandedParams{
+		IdleSeconds: e.cfg.DeliveryRescueAfter.Seconds(), Max: outboxReapBatch,
+	})
+	if err != nil {
+		return 0, fmt.Errorf("listing stranded outboxes: %w", err)
+	}
+	if len(threads) == 0 {
+		return 0, nil
+	}
+	err = pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
+		var errs []error
+		for _, id := range threads {
+			if err := e.jobs.InsertDeliver(ctx, tx, id); err != nil {
+				errs = append(errs, fmt.Errorf("enqueueing the delivery of thread %d: %w", id, err))
+			}
+		}
+		return errors.Join(errs...)
+	})
+	if err != nil {
+		return 0, err
+	}
+	e.WarnContext(ctx, "enqueued the delivery of messages left pending without a deliverer",
+		"threads", len(threads), "after", e.cfg.DeliveryRescueAfter)
+	return len(threads), nil
+}
