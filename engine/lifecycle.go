@@ -226,13 +226,17 @@ func (e *Engine) StartExecution(ctx context.Context, tx pgx.Tx, p StartParams) (
 	run := newStepRun(e, tx, def.Definition, row)
 	run.thread = thread
 	run.slotless = slotless
-	run.newThread = slotless && threadCreated
+	if slotless {
+		if run.privateLock, err = e.lockIsPrivate(ctx, tx, thread, threadCreated); err != nil {
+			return nil, err
+		}
+	}
 	run.unsaved = slotless
 	run.events = events // workflow.started goes first, written with the step's
 	if err := run.advance(ctx, nil); err != nil {
 		return nil, err
 	}
-	if err := run.writeNewThreadLock(ctx); err != nil {
+	if err := run.writePrivateLock(ctx); err != nil {
 		return nil, err
 	}
 	observed := run.events.after
@@ -395,9 +399,9 @@ type finish struct {
 	// thread is the execution's thread row when the caller holds it FOR
 	// UPDATE and has kept its lock columns current (a step), else nil.
 	thread *dbsqlc.Thread
-	// newThread says thread was inserted by this transaction and its lock
-	// lives in thread alone (stepRun.newThread).
-	newThread bool
+	// privateLock says thread's lock lives in thread alone
+	// (stepRun.privateLock).
+	privateLock bool
 }
 
 // lostTransition builds the typed error of a transition that found the
@@ -419,7 +423,7 @@ func (e *Engine) finalize(ctx context.Context, tx pgx.Tx, row *dbsqlc.AgentExecu
 	if events == nil {
 		events = &eventLog{tenantID: row.TenantID, executionID: row.ID}
 	}
-	if err := e.releaseLock(ctx, tx, row, events, fin.thread, fin.newThread); err != nil {
+	if err := e.releaseLock(ctx, tx, row, events, fin.thread, fin.privateLock); err != nil {
 		return err
 	}
 	if err := e.resumeParent(ctx, tx, row); err != nil {

@@ -51,12 +51,13 @@ type sendDecision struct {
 // over; stale → clear, then take unless others' messages are queued; else
 // queue. A free lock with queued messages belongs to the drain: newcomers
 // queue behind them. Whenever x takes the lock, its own earlier queued
-// messages go into the outbox first. newThread says tx inserted t and keeps
-// its lock in t alone until stepRun.writeNewThreadLock, as releaseLock does.
-func (e *Engine) acquireForSend(ctx context.Context, tx pgx.Tx, t *dbsqlc.Thread, x *dbsqlc.AgentExecution, events *eventLog, newThread bool) (sendDecision, error) {
-	if newThread {
-		// Inserted by tx: nobody else can hold or queue on it, and its lock
-		// lives in t alone (stepRun.newThread).
+// messages go into the outbox first. privateLock says t's lock lives in t
+// alone until stepRun.writePrivateLock, as releaseLock does
+// (stepRun.privateLock).
+func (e *Engine) acquireForSend(ctx context.Context, tx pgx.Tx, t *dbsqlc.Thread, x *dbsqlc.AgentExecution, events *eventLog, privateLock bool) (sendDecision, error) {
+	if privateLock {
+		// Nobody else can hold or queue on it before tx commits, and its
+		// lock lives in t alone.
 		if t.ActiveExecutionID != nil {
 			return sendDecision{holder: true, reason: "own"}, nil
 		}
@@ -120,6 +121,26 @@ func (e *Engine) acquireForSend(ctx context.Context, tx pgx.Tx, t *dbsqlc.Thread
 		}
 	}
 	return e.takeLock(ctx, tx, t, x, events, "free", queued > 0)
+}
+
+// lockIsPrivate reports whether the lock of a slotless start's thread may
+// live in memory for its transaction (stepRun.privateLock): the transaction
+// inserted the thread (created), or holds its row (ensureThread) and finds
+// its lock free and nothing queued on it. Either way no other transaction
+// can take the lock or queue on the thread before this one commits, and
+// none can see a lock taken and given back within it.
+func (e *Engine) lockIsPrivate(ctx context.Context, tx pgx.Tx, t *dbsqlc.Thread, created bool) (bool, error) {
+	if created {
+		return true, nil
+	}
+	if t.ActiveExecutionID != nil {
+		return false, nil
+	}
+	queued, err := e.q.MessageCountQueued(ctx, tx, t.ID)
+	if err != nil {
+		return false, fmt.Errorf("counting queued messages: %w", err)
+	}
+	return queued == 0, nil
 }
 
 // queueHeadInFamily reports whether the thread's first queued message
@@ -235,11 +256,11 @@ func (e *Engine) armDrain(ctx context.Context, tx pgx.Tx, threadID int64) error 
 // inherited lock back to the execution it came from (when that one is still
 // live) or releases it, and wakes the drain when messages are queued. held
 // is the thread row when the caller holds it and has kept its lock columns
-// current, else nil. newThread says held was inserted by this transaction
-// and its lock lives in held alone (stepRun.newThread): nobody else can
-// have queued on it, so releasing is forgetting.
-func (e *Engine) releaseLock(ctx context.Context, tx pgx.Tx, x *dbsqlc.AgentExecution, events *eventLog, held *dbsqlc.Thread, newThread bool) error {
-	if newThread {
+// current, else nil. privateLock says held's lock lives in held alone
+// (stepRun.privateLock): nobody else can have queued on it, so releasing
+// is forgetting.
+func (e *Engine) releaseLock(ctx context.Context, tx pgx.Tx, x *dbsqlc.AgentExecution, events *eventLog, held *dbsqlc.Thread, privateLock bool) error {
+	if privateLock {
 		if held.ActiveExecutionID != nil && *held.ActiveExecutionID == x.ID {
 			held.ActiveExecutionID = nil
 			e.lockReleased(ctx, x, held, events)

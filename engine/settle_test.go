@@ -181,13 +181,15 @@ const askWorkflow = `{"workflow_id": "ask", "version": "1.0.0", "nodes": [
   {"id": "wait", "type": "action", "actionType": "wait_for_response", "parameters": {"timeout": "1h"}, "next": "end"},
   {"id": "end", "type": "end"}]}`
 
-// TestNewThreadLockIsWrittenOnlyWhenKept: a settling start that creates its
-// thread holds the thread's lock in memory (no other transaction can see
-// the thread yet). A run that talks and ends leaves the row as inserted, a
-// run that talks and waits stores its lock once, and that stored lock is a
-// real lock: another execution's message queues behind it. On a thread that
-// already existed, the lock is taken and released in the row as always.
-func TestNewThreadLockIsWrittenOnlyWhenKept(t *testing.T) {
+// TestPrivateLockIsWrittenOnlyWhenKept: a settling start that creates its
+// thread, or finds it with its lock free and nothing queued, holds the
+// thread's lock in memory (its transaction holds the thread row: no other
+// transaction can take the lock or queue until it commits). A run that
+// talks and ends leaves the row as it was, a run that talks and waits
+// stores its lock once, and that stored lock is a real lock: another
+// execution's message queues behind it. A free lock with messages queued
+// is the drain's: a new run's message queues behind them.
+func TestPrivateLockIsWrittenOnlyWhenKept(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{})
 	b.define(t, greetWorkflow)
@@ -255,8 +257,23 @@ func TestNewThreadLockIsWrittenOnlyWhenKept(t *testing.T) {
 
 	again, updates := start("greet", "new-greet")
 	require.Equal(t, engine.StatusCompleted, again.Status)
-	require.Equal(t, int64(2), updates, "an existing thread's lock is taken and released in its row")
+	require.Zero(t, updates, "an existing thread with a free lock and nothing queued: no lock written")
 	require.Nil(t, holder("new-greet"))
+	require.Subset(t, actions(again), []string{engine.EventLockAcquired, engine.EventLockReleased})
+	require.Equal(t, 1, countRows(t, b.pool, `SELECT count(*) FROM thread_message m JOIN agent_execution x ON x.id = m.execution_id
+	                                          WHERE x.execution_id = $1 AND m.status <> 'queued'`, again.ExecutionID))
+
+	// The waiting holder's lock is gone (as when it ends) while other's
+	// message is still queued, before any drain ran: the lock is free, and
+	// the drain's.
+	_, err := b.pool.Exec(ctx, `UPDATE thread SET active_execution_id = NULL, execution_locked_at = NULL
+	                            WHERE tenant_id = $1 AND thread_id = 'new-ask'`, b.tenant)
+	require.NoError(t, err)
+	late, _ := start("greet", "new-ask")
+	require.Equal(t, engine.StatusCompleted, late.Status)
+	require.Equal(t, 1, countRows(t, b.pool, `SELECT count(*) FROM thread_message m JOIN agent_execution x ON x.id = m.execution_id
+	                                          WHERE x.execution_id = $1 AND m.status = 'queued'`, late.ExecutionID),
+		"behind the queued message, not ahead of it")
 }
 
 // TestNewThreadFirstUseRace: many starts race to create one thread and talk
@@ -401,13 +418,7 @@ func TestSettlingStartWritesItsRowOnce(t *testing.T) {
 	require.Equal(t, [2]int64{1, 1}, [2]int64{ins, upd}, "a run that waits writes its row, then its wait")
 	require.Equal(t, engine.StatusWaiting, stored(ask).Status)
 
-	again, ins, upd, err := start(engine.StartParams{WorkflowID: "greet", ThreadID: "once-greet"})
-	require.NoError(t, err)
-	require.Equal(t, [2]int64{1, 1}, [2]int64{ins, upd}, "talking on an existing thread needs the row first")
-	row = stored(again)
-	require.Equal(t, engine.StatusCompleted, row.Status)
-	require.False(t, row.CompletedAt.Before(*row.StartedAt))
-	// The row written once is the row the update leaves, but for what
+	// The row written once is the row an update leaves, but for what
 	// identifies the run and when it ran.
 	ended := func(x *engine.Execution) map[string]any {
 		var out map[string]any
@@ -415,7 +426,18 @@ func TestSettlingStartWritesItsRowOnce(t *testing.T) {
 		                                          FROM agent_execution x WHERE tenant_id = $1 AND execution_id = $2`, b.tenant, x.ExecutionID).Scan(&out))
 		return out
 	}
+	again, ins, upd, err := start(engine.StartParams{WorkflowID: "greet", ThreadID: "once-greet"})
+	require.NoError(t, err)
+	require.Equal(t, [2]int64{1, 0}, [2]int64{ins, upd}, "talking on an existing thread with its lock free: inserted once")
 	require.Equal(t, ended(again), ended(greet))
+
+	queued, ins, upd, err := start(engine.StartParams{WorkflowID: "greet", ThreadID: "once-ask"})
+	require.NoError(t, err)
+	require.Equal(t, [2]int64{1, 1}, [2]int64{ins, upd}, "talking on a thread another run holds needs the row first")
+	row = stored(queued)
+	require.Equal(t, engine.StatusCompleted, row.Status)
+	require.False(t, row.CompletedAt.Before(*row.StartedAt))
+	require.Equal(t, ended(queued), ended(greet))
 
 	// The message's reference to its execution is checked at commit.
 	err = b.engine.WithTx(ctx, func(tx pgx.Tx) error {

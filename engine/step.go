@@ -156,13 +156,16 @@ type stepRun struct {
 	// transaction runs it until it ends or waits (engine/lane.go, "Runs
 	// that never hold a slot"), so ending or waiting frees no slot.
 	slotless bool
-	// newThread says this transaction inserted the thread row and runs the
-	// execution until it ends or waits: no other transaction can see the
-	// thread before commit, so nobody else can hold its lock or queue on
-	// it. Its lock then lives in thread alone, and writeNewThreadLock
-	// stores it once, if the execution still holds it when the
-	// transaction ends: a run that takes the lock and ends writes nothing.
-	newThread bool
+	// privateLock says this transaction holds the thread row until it
+	// commits (it inserted the thread, or locked its row and found the
+	// lock free and nothing queued: Engine.lockIsPrivate) and runs the
+	// execution until it ends or waits: nobody else can take the lock or
+	// queue on the thread before commit, nor see a lock taken and given
+	// back within the transaction. Its lock then lives in thread alone,
+	// and writePrivateLock stores it once, if the execution still holds it
+	// when the transaction ends: a run that takes the lock and ends writes
+	// nothing.
+	privateLock bool
 	// unsaved says the execution's row is not written yet: a slotless run
 	// whose reserved row (ExecutionReserve) is written once, in the state
 	// the step leaves it in, when the step ends it. Until then the step
@@ -360,7 +363,7 @@ func (r *stepRun) runAction(ctx context.Context, node *workflow.Node, payload ma
 // send stores an outbound message on the execution's thread: into the
 // outbox when the execution holds the thread's lock, queued otherwise.
 func (r *stepRun) send(ctx context.Context, nodeID, body string) (map[string]any, error) {
-	decision, err := r.e.acquireForSend(ctx, r.tx, r.thread, r.row, r.events, r.newThread)
+	decision, err := r.e.acquireForSend(ctx, r.tx, r.thread, r.row, r.events, r.privateLock)
 	if err != nil {
 		return nil, err
 	}
@@ -446,11 +449,11 @@ func (r *stepRun) record(node *workflow.Node, next string, payload map[string]an
 	r.events.add(EventStepUpdate, "info", node.ID, fmt.Sprintf("Step %d: %s %s completed", r.steps, label, node.ID), payload)
 }
 
-// writeNewThreadLock stores the lock of a thread this transaction created
-// (see newThread) when the execution still holds it: it waits, and keeps its
-// voice while it does.
-func (r *stepRun) writeNewThreadLock(ctx context.Context) error {
-	if !r.newThread || r.thread.ActiveExecutionID == nil {
+// writePrivateLock stores a lock that lived in memory (see privateLock)
+// when the execution still holds it: it waits, and keeps its voice while it
+// does.
+func (r *stepRun) writePrivateLock(ctx context.Context) error {
+	if !r.privateLock || r.thread.ActiveExecutionID == nil {
 		return nil
 	}
 	if err := r.e.q.ThreadSetLock(ctx, r.tx, &dbsqlc.ThreadSetLockParams{ID: r.thread.ID, ExecutionID: *r.thread.ActiveExecutionID}); err != nil {
@@ -510,7 +513,7 @@ func (r *stepRun) complete(ctx context.Context, node *workflow.Node) error {
 		return fmt.Errorf("completing execution: %w", err)
 	}
 	r.last = row
-	return r.e.finalize(ctx, r.tx, row, r.events, finish{freed: !r.slotless, thread: r.thread, newThread: r.newThread})
+	return r.e.finalize(ctx, r.tx, row, r.events, finish{freed: !r.slotless, thread: r.thread, privateLock: r.privateLock})
 }
 
 // fail ends the execution as failed at a node.
@@ -537,7 +540,7 @@ func (r *stepRun) fail(ctx context.Context, f *stepFailure) error {
 		return fmt.Errorf("failing execution: %w", err)
 	}
 	r.last = row
-	return r.e.finalize(ctx, r.tx, row, r.events, finish{freed: !r.slotless, thread: r.thread, newThread: r.newThread})
+	return r.e.finalize(ctx, r.tx, row, r.events, finish{freed: !r.slotless, thread: r.thread, privateLock: r.privateLock})
 }
 
 func percentage(done, total int) float64 {

@@ -33,10 +33,14 @@ type Rate struct {
 // Bench-only reads of the scratch database.
 const (
 	sqlCommits = `SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()`
-	// sqlLiveJobs leaves out the jobs scheduled more than a minute ahead
-	// (the timeouts of runs left waiting), which no figure waits for.
-	sqlLiveJobs = `SELECT count(*) FROM river_job WHERE state NOT IN ('completed', 'discarded', 'cancelled')
-AND scheduled_at < now() + interval '1 minute'`
+	// sqlLiveWork counts the River jobs left to work and the outbound
+	// messages left to deliver: a message delivered right after its
+	// commit has no job. It leaves out the jobs scheduled more than a
+	// minute ahead (the timeouts of runs left waiting), which no figure
+	// waits for.
+	sqlLiveWork = `SELECT (SELECT count(*) FROM river_job WHERE state NOT IN ('completed', 'discarded', 'cancelled')
+AND scheduled_at < now() + interval '1 minute')
+ + (SELECT count(*) FROM thread_message WHERE status = 'pending')`
 )
 
 // Commits returns the database's committed transactions so far, read-only
@@ -73,20 +77,20 @@ func Measure(ctx context.Context, pool *pgxpool.Pool, w Window, done *atomic.Int
 }
 
 // DrainJobs waits until River has no job left to work within the next
-// minute, so that one figure's leftovers do not run in the next one's
-// window.
+// minute and no message waits for delivery, so that one figure's leftovers
+// do not run in the next one's window.
 func DrainJobs(ctx context.Context, pool *pgxpool.Pool) error {
 	deadline := time.Now().Add(time.Minute)
 	for {
 		var n int
-		if err := pool.QueryRow(ctx, sqlLiveJobs).Scan(&n); err != nil {
-			return fmt.Errorf("counting live jobs: %w", err)
+		if err := pool.QueryRow(ctx, sqlLiveWork).Scan(&n); err != nil {
+			return fmt.Errorf("counting live jobs and pending messages: %w", err)
 		}
 		if n == 0 {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%d River jobs still live a minute after the figure", n)
+			return fmt.Errorf("%d River jobs and pending messages still live a minute after the figure", n)
 		}
 		if err := SleepCtx(ctx, 20*time.Millisecond); err != nil {
 			return err
