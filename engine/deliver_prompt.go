@@ -99,9 +99,7 @@ func (e *Engine) DeliverPromptly(workers int) (stop func()) {
 		cancel()
 		p.mu.Unlock()
 		p.wg.Wait()
-		for _, t := range byThread(p.take()) {
-			p.giveUp(t, context.Canceled)
-		}
+		p.giveUpAll(byThread(p.take()), context.Canceled)
 	}
 }
 
@@ -188,24 +186,20 @@ func (p *promptDelivery) release(t *threadDelivery) {
 	}
 }
 
-// giveUp hands a thread's delivery to its job.
-func (p *promptDelivery) giveUp(t *threadDelivery, err error) {
-	p.e.DebugContext(p.ctx, "prompt delivery stopped; its job delivers", "thread_row_id", t.threadID, "error", err)
-	p.handOver(t.threadID)
-	p.release(t)
-}
-
-// handOver inserts the thread's message.deliver job, due now, in a
-// transaction of its own, also while the process stops. Should that fail,
-// the outbox reaper inserts it later.
-func (p *promptDelivery) handOver(threadID int64) {
+// handOver inserts the threads' message.deliver jobs, due now, in one
+// statement of a transaction of its own, also while the process stops.
+// Should that fail, the outbox reaper inserts them later.
+func (p *promptDelivery) handOver(threadIDs ...int64) {
+	if len(threadIDs) == 0 {
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(p.ctx), handOverTimeout)
 	defer cancel()
 	err := pgx.BeginFunc(ctx, p.e.pool, func(tx pgx.Tx) error {
-		return p.e.jobs.InsertDeliver(ctx, tx, threadID)
+		return p.e.jobs.InsertDeliver(ctx, tx, threadIDs...)
 	})
 	if err != nil {
-		p.e.WarnContext(ctx, "enqueueing a delivery failed; the outbox reaper enqueues it", "thread_row_id", threadID, "error", err)
+		p.e.WarnContext(ctx, "enqueueing deliveries failed; the outbox reaper enqueues them", "threads", len(threadIDs), "error", err)
 	}
 }
 
@@ -316,11 +310,18 @@ func (b *batchConn) letGo(ctx context.Context) {
 	b.conn.Release()
 }
 
-// giveUpAll hands the threads to their jobs (see giveUp); err, when not
-// nil, is what stopped them all, else each its own.
+// giveUpAll hands the threads to their jobs, inserted together, and gives
+// up their slots; err, when not nil, is what stopped them all, else each
+// its own.
 func (p *promptDelivery) giveUpAll(threads []*threadDelivery, err error) {
+	ids := make([]int64, len(threads))
+	for i, t := range threads {
+		p.e.DebugContext(p.ctx, "prompt delivery stopped; its job delivers", "thread_row_id", t.threadID, "error", cmp.Or(err, t.err))
+		ids[i] = t.threadID
+	}
+	p.handOver(ids...)
 	for _, t := range threads {
-		p.giveUp(t, cmp.Or(err, t.err))
+		p.release(t)
 	}
 }
 

@@ -22,9 +22,10 @@ type JobInserter interface {
 	// InsertStep enqueues an execution.step job that advances the execution
 	// from the checkpoint whose step_seq is stepSeq.
 	InsertStep(ctx context.Context, tx pgx.Tx, executionID, stepSeq int64, priority int) error
-	// InsertDeliver enqueues a message.deliver job, due now, that delivers
-	// the thread's pending outbound messages in order.
-	InsertDeliver(ctx context.Context, tx pgx.Tx, threadID int64) error
+	// InsertDeliver enqueues, in one statement, a message.deliver job per
+	// thread, due now, that delivers the thread's pending outbound messages
+	// in order.
+	InsertDeliver(ctx context.Context, tx pgx.Tx, threadIDs ...int64) error
 	// InsertDrain enqueues a thread.drain job that hands the thread's queued
 	// messages out in FIFO order.
 	InsertDrain(ctx context.Context, tx pgx.Tx, threadID int64) error

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
@@ -43,16 +42,10 @@ func (e *Engine) ReapOutboxes(ctx context.Context) (int, error) {
 		return 0, nil
 	}
 	err = pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
-		var errs []error
-		for _, id := range threads {
-			if err := e.jobs.InsertDeliver(ctx, tx, id); err != nil {
-				errs = append(errs, fmt.Errorf("enqueueing the delivery of thread %d: %w", id, err))
-			}
-		}
-		return errors.Join(errs...)
+		return e.jobs.InsertDeliver(ctx, tx, threads...)
 	})
 	if err != nil {
-		return 0, err
+		return 0, fmt.Errorf("enqueueing the delivery of %d stranded outboxes: %w", len(threads), err)
 	}
 	e.WarnContext(ctx, "enqueued the delivery of messages left pending without a deliverer",
 		"threads", len(threads), "after", e.cfg.DeliveryRescueAfter)

@@ -247,9 +247,14 @@ func (i *Inserter) InsertDrain(ctx context.Context, tx pgx.Tx, threadID int64) e
 	return err
 }
 
-// InsertDeliver enqueues a message.deliver job, due now.
-func (i *Inserter) InsertDeliver(ctx context.Context, tx pgx.Tx, threadID int64) error {
-	_, err := i.Client.InsertTx(ctx, tx, DeliverArgs{ThreadID: threadID}, deliverOpts)
+// InsertDeliver enqueues a message.deliver job per thread, due now, in one
+// statement.
+func (i *Inserter) InsertDeliver(ctx context.Context, tx pgx.Tx, threadIDs ...int64) error {
+	params := make([]river.InsertManyParams, len(threadIDs))
+	for k, id := range threadIDs {
+		params[k] = river.InsertManyParams{Args: DeliverArgs{ThreadID: id}, InsertOpts: deliverOpts}
+	}
+	_, err := i.Client.InsertManyTx(ctx, tx, params)
 	return err
 }
 
