@@ -85,12 +85,16 @@ func (l *eventLog) write(ctx context.Context, q *dbsqlc.Queries, tx pgx.Tx) erro
 	if len(l.rows.Actions) == 0 {
 		return nil
 	}
-	if err := q.EventInsertMany(ctx, tx, &l.rows); err != nil {
-		return fmt.Errorf("writing execution events: %w", err)
+	// Nothing reads the insert's result: it goes with the transaction's next
+	// statement or its commit.
+	if err := q.EventInsertMany(ctx, later(tx, explainEventsWrite), &l.rows); err != nil {
+		return err
 	}
 	l.rows = dbsqlc.EventInsertManyParams{}
 	return nil
 }
+
+func explainEventsWrite(err error) error { return fmt.Errorf("writing execution events: %w", err) }
 
 // Logs returns an execution's event log, oldest first, after the given
 // event id.

@@ -15,6 +15,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/batonrun/baton/db/dbsqlc"
+	"github.com/batonrun/baton/internal/pipetx"
 )
 
 // Outages and transaction retries.
@@ -95,11 +98,39 @@ func unavailableState(code string) bool {
 	return strings.HasPrefix(code, "08") // connection_exception
 }
 
-// committingTx is the transaction withTx hands its function: the pgx.Tx,
-// and what is to happen once it has committed (afterCommit).
+// committingTx is the transaction withTx hands its function: a pipelined
+// transaction (internal/pipetx), whose BEGIN and held-back writes (later)
+// share their round trips with other statements, and what is to happen
+// once it has committed (afterCommit).
 type committingTx struct {
-	pgx.Tx
+	*pipetx.Tx
 	onCommit []func()
+}
+
+// later returns where a write goes whose result nothing reads: in one of
+// withTx's transactions, held back to go to the server with the
+// transaction's next statement or its COMMIT (pipetx.Tx.Later); in any
+// other, tx itself. explain turns the write's error into the one its caller
+// reports, whichever call meets it.
+func later(tx pgx.Tx, explain func(error) error) dbsqlc.DBTX {
+	if ct, ok := tx.(*committingTx); ok {
+		return ct.Later(explain)
+	}
+	return explainedTx{tx, explain}
+}
+
+// explainedTx runs writes at once, explaining their errors as later does.
+type explainedTx struct {
+	pgx.Tx
+	explain func(error) error
+}
+
+func (t explainedTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	tag, err := t.Tx.Exec(ctx, sql, args...)
+	if err != nil {
+		err = t.explain(err)
+	}
+	return tag, err
 }
 
 // afterCommit runs fn once tx has committed when tx is one of withTx's
@@ -119,18 +150,20 @@ func afterCommit(tx pgx.Tx, fn func()) {
 // whose outcome is then unknown; on success it returns what afterCommit
 // left to run.
 func runTx(ctx context.Context, pool *pgxpool.Pool, fn func(pgx.Tx) error) (onCommit []func(), atCommit bool, err error) {
-	inner, err := pool.Begin(ctx)
+	conn, err := pool.Acquire(ctx)
 	if err != nil {
 		return nil, false, fmt.Errorf("beginning transaction: %w", err)
 	}
+	defer conn.Release()
+	tx := &committingTx{Tx: pipetx.Begin(conn.Conn())}
 	// After a commit, the rollback does nothing.
-	defer func() { _ = inner.Rollback(context.WithoutCancel(ctx)) }()
-	tx := &committingTx{Tx: inner}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
 	if err := fn(tx); err != nil {
 		return nil, false, err
 	}
-	if err := inner.Commit(ctx); err != nil {
-		return nil, true, fmt.Errorf("committing transaction: %w", err)
+	if err := tx.Commit(ctx); err != nil {
+		var unknown *pipetx.CommitError
+		return nil, errors.As(err, &unknown), err
 	}
 	return tx.onCommit, false, nil
 }
