@@ -96,8 +96,10 @@ func (e *Engine) FlushSession(ctx context.Context, tenantID, threadKey string, c
 		if err != nil {
 			return fmt.Errorf("reading the last queued message: %w", err)
 		}
-		if due := last.Add(time.Duration(s.settings.DebounceMS) * time.Millisecond); time.Now().Before(due) {
-			// Trailing quiet window: come back when it has passed.
+		if due := last.LastAt.Add(time.Duration(s.settings.DebounceMS) * time.Millisecond); last.NowAt.Before(due) {
+			// Trailing quiet window: come back when it has passed. The run
+			// would be created at this transaction's start, which must not
+			// fall inside the window.
 			if err := e.q.SessionDisarmFlush(ctx, tx, &dbsqlc.SessionDisarmFlushParams{TenantID: tenantID, Name: s.session}); err != nil {
 				return fmt.Errorf("disarming session flush: %w", err)
 			}

@@ -245,15 +245,24 @@ func (q *Queries) InboundInsert(ctx context.Context, db DBTX, arg *InboundInsert
 }
 
 const inboundLastReceivedAt = `-- name: InboundLastReceivedAt :one
-SELECT coalesce(max(created_at), '-infinity'::timestamptz)::timestamptz FROM thread_message
+SELECT coalesce(max(created_at), '-infinity'::timestamptz)::timestamptz AS last_at, now()::timestamptz AS now_at
+FROM thread_message
 WHERE thread_id = $1::bigint AND direction = 'in' AND status = 'received'
 `
 
-func (q *Queries) InboundLastReceivedAt(ctx context.Context, db DBTX, threadID int64) (time.Time, error) {
+type InboundLastReceivedAtRow struct {
+	LastAt time.Time
+	NowAt  time.Time
+}
+
+// When the thread's last queued message arrived, and when this transaction
+// began (now(), which a run it starts gets as created_at): a flush compares
+// the two on the database's clock, never a process's.
+func (q *Queries) InboundLastReceivedAt(ctx context.Context, db DBTX, threadID int64) (*InboundLastReceivedAtRow, error) {
 	row := db.QueryRow(ctx, inboundLastReceivedAt, threadID)
-	var column_1 time.Time
-	err := row.Scan(&column_1)
-	return column_1, err
+	var i InboundLastReceivedAtRow
+	err := row.Scan(&i.LastAt, &i.NowAt)
+	return &i, err
 }
 
 const inboundListReceived = `-- name: InboundListReceived :many

@@ -60,7 +60,11 @@ SET status = 'received', queue_mode = 'followup', execution_id = NULL
 WHERE execution_id = @execution_id::bigint AND direction = 'in' AND status = 'steer';
 
 -- name: InboundLastReceivedAt :one
-SELECT coalesce(max(created_at), '-infinity'::timestamptz)::timestamptz FROM thread_message
+-- When the thread's last queued message arrived, and when this transaction
+-- began (now(), which a run it starts gets as created_at): a flush compares
+-- the two on the database's clock, never a process's.
+SELECT coalesce(max(created_at), '-infinity'::timestamptz)::timestamptz AS last_at, now()::timestamptz AS now_at
+FROM thread_message
 WHERE thread_id = @thread_id::bigint AND direction = 'in' AND status = 'received';
 
 -- name: SessionActiveRun :one
