@@ -265,7 +265,9 @@ func TestPrivateLockIsWrittenOnlyWhenKept(t *testing.T) {
 
 	// The waiting holder's lock is gone (as when it ends) while other's
 	// message is still queued, before any drain ran: the lock is free, and
-	// the drain's.
+	// the drain's. River stops first, so that no drain job can deliver the
+	// queued message before late starts.
+	require.NoError(t, b.client.Stop(ctx))
 	_, err := b.pool.Exec(ctx, `UPDATE thread SET active_execution_id = NULL, execution_locked_at = NULL
 	                            WHERE tenant_id = $1 AND thread_id = 'new-ask'`, b.tenant)
 	require.NoError(t, err)
