@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"testing"
@@ -15,10 +16,13 @@ import (
 // others as not measured, and drops its database.
 func TestBenchSmoke(t *testing.T) {
 	t.Parallel()
-	out, err := command(t, nil, "bench", "--database-url", pgtest.ServerURL(), "--json",
+	cmd := command(t, nil, "bench", "--database-url", pgtest.ServerURL(), "--json",
 		"--duration", "2s", "--warmup", "300ms", "--chains", "4", "--concurrency", "4,8",
-		"--commit-clients", "4", "--max-conns", "16").Output()
-	require.NoError(t, err, "%s", out)
+		"--commit-clients", "4", "--max-conns", "16")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	require.NoError(t, err, "stdout:\n%s\nstderr:\n%s", out, stderr.String())
 	var report benchReport
 	require.NoError(t, json.Unmarshal(out, &report), "%s", out)
 	require.Equal(t, "2ms", report.River["fetch_cooldown"])
