@@ -118,7 +118,7 @@ func serveDatabaseAt(t *testing.T, url, config string) (env []string, pool *pgxp
 		require.NoError(t, pool.QueryRow(context.Background(), sql, args...).Scan(&n))
 		return n
 	}
-	return []string{"DATABASE_URL=" + url, "BATON_CONFIG=" + cfgPath}, pool, count
+	return []string{"DATABASE_URL=" + cappedPool(t, url), "BATON_CONFIG=" + cfgPath}, pool, count
 }
 
 // define stores a workflow definition (JSON) through the API.

@@ -7,10 +7,12 @@ import (
 	"io"
 	"net/http"
 	"net/http/cookiejar"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -84,6 +86,24 @@ func emptyDatabase(t *testing.T) string {
 	return u
 }
 
+// serverPoolConns caps the pool of a server a test keeps running: the test
+// packages run side by side against one PostgreSQL whose max_connections is
+// 100, and a server's default pool is 40 (two servers and their load once
+// took every connection).
+const serverPoolConns = 10
+
+// cappedPool returns the database URL u with the pool capped at
+// serverPoolConns connections.
+func cappedPool(t *testing.T, u string) string {
+	t.Helper()
+	parsed, err := url.Parse(u)
+	require.NoError(t, err)
+	q := parsed.Query()
+	q.Set("pool_max_conns", strconv.Itoa(serverPoolConns))
+	parsed.RawQuery = q.Encode()
+	return parsed.String()
+}
+
 func command(t *testing.T, env []string, args ...string) *exec.Cmd {
 	cmd := exec.Command(binary(t), args...)
 	cmd.Env = append(os.Environ(), "BATON_JWT_SECRET=", "DATABASE_URL=")
@@ -149,7 +169,7 @@ func TestTokenNeedsSecretAndTenant(t *testing.T) {
 func TestDevServesTheExample(t *testing.T) {
 	t.Parallel()
 	url := emptyDatabase(t)
-	cmd := command(t, []string{"DATABASE_URL=" + url}, "dev", "--addr", "127.0.0.1:0")
+	cmd := command(t, []string{"DATABASE_URL=" + cappedPool(t, url)}, "dev", "--addr", "127.0.0.1:0")
 	stdout, err := cmd.StdoutPipe()
 	require.NoError(t, err)
 	cmd.Stderr = io.Discard

@@ -59,7 +59,7 @@ func TestOutageRestartAnswers503(t *testing.T) {
 	dbURL := outageDatabase(t, cluster)
 	out, err := command(t, []string{"DATABASE_URL=" + dbURL}, "migrate").CombinedOutput()
 	require.NoError(t, err, "%s", out)
-	srv := startServer(t, []string{"DATABASE_URL=" + dbURL})
+	srv := startServer(t, []string{"DATABASE_URL=" + cappedPool(t, dbURL)})
 	srv.define(t, outageFlow)
 	for c := range outageClients {
 		status, body := srv.post(t, "/api/v1/threads", map[string]any{

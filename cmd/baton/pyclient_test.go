@@ -75,7 +75,7 @@ func TestPythonClient(t *testing.T) {
 // URL it serves on.
 func startDev(t *testing.T) string {
 	t.Helper()
-	cmd := command(t, []string{"DATABASE_URL=" + emptyDatabase(t)}, "dev", "--addr", "127.0.0.1:0")
+	cmd := command(t, []string{"DATABASE_URL=" + cappedPool(t, emptyDatabase(t))}, "dev", "--addr", "127.0.0.1:0")
 	stdout, err := cmd.StdoutPipe()
 	require.NoError(t, err)
 	cmd.Stderr = io.Discard

@@ -123,7 +123,7 @@ func TestDevLogFormatFlagWins(t *testing.T) {
 		{[]string{"--log-format=JSON"}, true},
 		{nil, false},
 	} {
-		dev := launchDev(t, []string{"DATABASE_URL=" + emptyDatabase(t)}, append([]string{"--addr", "127.0.0.1:0"}, c.args...)...)
+		dev := launchDev(t, []string{"DATABASE_URL=" + cappedPool(t, emptyDatabase(t))}, append([]string{"--addr", "127.0.0.1:0"}, c.args...)...)
 		require.NoError(t, dev.interrupt(), "baton dev exits 0 on SIGINT")
 		line, _, _ := strings.Cut(dev.stderr.String(), "\n")
 		require.NotEmpty(t, line)
