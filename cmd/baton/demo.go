@@ -107,7 +107,7 @@ func cmdDemo(ctx context.Context, args []string, stdout io.Writer) error {
 	if err := client.Start(ctx); err != nil {
 		return fmt.Errorf("starting River: %w", err)
 	}
-	defer eng.DeliverPromptly(jobs.DefaultWorkers)()
+	defer eng.DeliverPromptly(engine.DefaultPromptSlots)()
 	defer jobs.StartTimers(ctx, pool, jobs.TimersConfig{}).Stop()
 	defer func() {
 		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)

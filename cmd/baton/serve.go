@@ -253,7 +253,7 @@ func serve(ctx context.Context, c serveConfig) error {
 	if err := client.Start(ctx); err != nil {
 		return fmt.Errorf("starting River: %w", err)
 	}
-	defer eng.DeliverPromptly(jobs.DefaultWorkers)() // after River's client has stopped
+	defer eng.DeliverPromptly(engine.DefaultPromptSlots)() // after River's client has stopped
 	// Timers due soon are made available here, not by River's leader only.
 	defer jobs.StartTimers(ctx, pool, jobs.TimersConfig{Logger: logger}).Stop()
 	hub.Start()

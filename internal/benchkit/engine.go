@@ -28,8 +28,8 @@ type Baton struct {
 // StartBaton returns an engine on pool, lane main limited to LaneLimit, and
 // a started River client with the settings of jc (its Engine is set here),
 // with each workflow stored for tenant. The engine delivers promptly, as
-// baton serve's does (engine.DeliverPromptly, with River's workers of the
-// high queue). Stop stops the River client, then prompt delivery.
+// baton serve's does (engine.DeliverPromptly with engine.DefaultPromptSlots).
+// Stop stops the River client, then prompt delivery.
 func StartBaton(ctx context.Context, pool *pgxpool.Pool, jc jobs.Config, tenant string, workflows ...string) (*Baton, error) {
 	eng, err := engine.New(engine.Config{Pool: pool, LaneLimits: map[string]int{engine.LaneMain: LaneLimit}})
 	if err != nil {
@@ -43,11 +43,7 @@ func StartBaton(ctx context.Context, pool *pgxpool.Pool, jc jobs.Config, tenant 
 	if err := client.Start(ctx); err != nil {
 		return nil, fmt.Errorf("starting River: %w", err)
 	}
-	workers := jc.Workers
-	if workers == 0 {
-		workers = jobs.DefaultWorkers
-	}
-	b := &Baton{Engine: eng, River: client, stopDelivery: eng.DeliverPromptly(workers)}
+	b := &Baton{Engine: eng, River: client, stopDelivery: eng.DeliverPromptly(engine.DefaultPromptSlots)}
 	for _, w := range workflows {
 		if _, _, err := eng.DefineWorkflow(ctx, pool, tenant, []byte(w)); err != nil {
 			b.Stop(ctx)
