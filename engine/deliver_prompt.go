@@ -204,10 +204,7 @@ func (p *promptDelivery) handOver(threadIDs ...int64) {
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(p.ctx), handOverTimeout)
 	defer cancel()
-	err := pgx.BeginFunc(ctx, p.e.pool, func(tx pgx.Tx) error {
-		return p.e.jobs.InsertDeliver(ctx, tx, threadIDs...)
-	})
-	if err != nil {
+	if err := p.e.insertDeliveries(ctx, threadIDs...); err != nil {
 		p.e.WarnContext(ctx, "enqueueing deliveries failed; the outbox reaper enqueues them", "threads", len(threadIDs), "error", err)
 	}
 }

@@ -41,13 +41,18 @@ func (e *Engine) ReapOutboxes(ctx context.Context) (int, error) {
 	if len(threads) == 0 {
 		return 0, nil
 	}
-	err = pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
-		return e.jobs.InsertDeliver(ctx, tx, threads...)
-	})
-	if err != nil {
+	if err := e.insertDeliveries(ctx, threads...); err != nil {
 		return 0, fmt.Errorf("enqueueing the delivery of %d stranded outboxes: %w", len(threads), err)
 	}
 	e.WarnContext(ctx, "enqueued the delivery of messages left pending without a deliverer",
 		"threads", len(threads), "after", e.cfg.DeliveryRescueAfter)
 	return len(threads), nil
+}
+
+// insertDeliveries inserts the threads' message.deliver jobs, due now, in
+// one statement of a transaction of its own.
+func (e *Engine) insertDeliveries(ctx context.Context, threadIDs ...int64) error {
+	return pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
+		return e.jobs.InsertDeliver(ctx, tx, threadIDs...)
+	})
 }
