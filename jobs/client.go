@@ -141,32 +141,22 @@ func NewClient(pool *pgxpool.Pool, cfg Config) (*river.Client[pgx.Tx], error) {
 		river.NewPeriodicJob(river.PeriodicInterval(sweepEvery), func() (river.JobArgs, *river.InsertOpts) {
 			return LaneSweepArgs{}, &river.InsertOpts{Queue: QueueLow}
 		}, nil))
-	reapEvery := cfg.LockReapInterval
-	if reapEvery == 0 {
-		reapEvery = 30 * time.Second
-	}
-	if reapEvery > 0 {
-		rc.PeriodicJobs = append(rc.PeriodicJobs,
-			river.NewPeriodicJob(river.PeriodicInterval(reapEvery), func() (river.JobArgs, *river.InsertOpts) {
-				return LockReapArgs{}, &river.InsertOpts{Queue: QueueLow}
-			}, &river.PeriodicJobOpts{RunOnStart: true}))
-	}
-	stepReapEvery := cfg.StepReapInterval
-	if stepReapEvery == 0 {
-		stepReapEvery = DefaultStepReapInterval
-	}
-	if stepReapEvery > 0 {
-		rc.PeriodicJobs = append(rc.PeriodicJobs,
-			river.NewPeriodicJob(river.PeriodicInterval(stepReapEvery), func() (river.JobArgs, *river.InsertOpts) {
-				return StepReapArgs{}, &river.InsertOpts{Queue: QueueLow}
-			}, &river.PeriodicJobOpts{RunOnStart: true}))
-	}
-	deliverReapEvery := cmp.Or(cfg.DeliverReapInterval, DefaultDeliverReapInterval)
-	if deliverReapEvery > 0 {
-		rc.PeriodicJobs = append(rc.PeriodicJobs,
-			river.NewPeriodicJob(river.PeriodicInterval(deliverReapEvery), func() (river.JobArgs, *river.InsertOpts) {
-				return DeliverReapArgs{}, &river.InsertOpts{Queue: QueueLow}
-			}, &river.PeriodicJobOpts{RunOnStart: true}))
+	// The reapers run on start, then every interval; a negative interval
+	// runs none.
+	for _, r := range []struct {
+		every time.Duration
+		args  river.JobArgs
+	}{
+		{cmp.Or(cfg.LockReapInterval, 30*time.Second), LockReapArgs{}},
+		{cmp.Or(cfg.StepReapInterval, DefaultStepReapInterval), StepReapArgs{}},
+		{cmp.Or(cfg.DeliverReapInterval, DefaultDeliverReapInterval), DeliverReapArgs{}},
+	} {
+		if r.every > 0 {
+			rc.PeriodicJobs = append(rc.PeriodicJobs,
+				river.NewPeriodicJob(river.PeriodicInterval(r.every), func() (river.JobArgs, *river.InsertOpts) {
+					return r.args, &river.InsertOpts{Queue: QueueLow}
+				}, &river.PeriodicJobOpts{RunOnStart: true}))
+		}
 	}
 	client, err := river.NewClient(riverpgxv5.New(pool), rc)
 	if err != nil {
