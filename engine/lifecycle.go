@@ -224,10 +224,10 @@ func (e *Engine) StartExecution(ctx context.Context, tx pgx.Tx, p StartParams) (
 	// it stops at a tool call. The thread row is already ours from
 	// ensureThread.
 	run := newStepRun(e, tx, def.Definition, row)
-	run.thread = thread
+	run.thread = holds(thread)
 	run.slotless = slotless
 	if slotless {
-		if run.privateLock, err = e.lockIsPrivate(ctx, tx, thread, threadCreated); err != nil {
+		if run.thread.private, err = e.lockIsPrivate(ctx, tx, thread, threadCreated); err != nil {
 			return nil, err
 		}
 	}
@@ -396,12 +396,9 @@ type finish struct {
 	// freed says the execution may have held a lane slot until now, which
 	// admission may give on.
 	freed bool
-	// thread is the execution's thread row when the caller holds it FOR
-	// UPDATE and has kept its lock columns current (a step), else nil.
-	thread *dbsqlc.Thread
-	// privateLock says thread's lock lives in thread alone
-	// (stepRun.privateLock).
-	privateLock bool
+	// thread is the execution's thread when the caller holds it (a step),
+	// else nil.
+	thread *heldThread
 }
 
 // lostTransition builds the typed error of a transition that found the
@@ -423,7 +420,7 @@ func (e *Engine) finalize(ctx context.Context, tx pgx.Tx, row *dbsqlc.AgentExecu
 	if events == nil {
 		events = &eventLog{tenantID: row.TenantID, executionID: row.ID}
 	}
-	if err := e.releaseLock(ctx, tx, row, events, fin.thread, fin.privateLock); err != nil {
+	if err := e.releaseLock(ctx, tx, row, events, fin.thread); err != nil {
 		return err
 	}
 	if err := e.resumeParent(ctx, tx, row); err != nil {

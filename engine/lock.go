@@ -36,6 +36,23 @@ func (e *Engine) lockThread(ctx context.Context, tx pgx.Tx, threadID int64) (*db
 	return t, nil
 }
 
+// heldThread is a thread row its transaction holds FOR UPDATE, with the
+// lock columns kept current as the transaction changes them.
+type heldThread struct {
+	*dbsqlc.Thread
+	// private says the lock lives in this value alone until
+	// stepRun.writePrivateLock: the transaction inserted the thread, or
+	// locked its row and found the lock free and nothing queued
+	// (Engine.lockIsPrivate), and runs its execution until it ends or
+	// waits. Nobody else can take the lock or queue on the thread before
+	// commit, nor see a lock taken and given back within the transaction,
+	// so a run that takes the lock and ends writes nothing.
+	private bool
+}
+
+// holds wraps a thread row the transaction has just locked.
+func holds(t *dbsqlc.Thread) *heldThread { return &heldThread{Thread: t} }
+
 // sendDecision says how a message of an execution goes out on a thread.
 type sendDecision struct {
 	// holder is true when the execution holds (or just took) the lock: its
@@ -51,17 +68,16 @@ type sendDecision struct {
 // over; stale → clear, then take unless others' messages are queued; else
 // queue. A free lock with queued messages belongs to the drain: newcomers
 // queue behind them. Whenever x takes the lock, its own earlier queued
-// messages go into the outbox first. privateLock says t's lock lives in t
-// alone until stepRun.writePrivateLock, as releaseLock does
-// (stepRun.privateLock).
-func (e *Engine) acquireForSend(ctx context.Context, tx pgx.Tx, t *dbsqlc.Thread, x *dbsqlc.AgentExecution, events *eventLog, privateLock bool) (sendDecision, error) {
-	if privateLock {
-		// Nobody else can hold or queue on it before tx commits, and its
-		// lock lives in t alone.
+// messages go into the outbox first. A private lock (heldThread.private)
+// is taken in t alone.
+func (e *Engine) acquireForSend(ctx context.Context, tx pgx.Tx, held *heldThread, x *dbsqlc.AgentExecution, events *eventLog) (sendDecision, error) {
+	t := held.Thread
+	if held.private {
+		// Nobody else can hold or queue on it before tx commits.
 		if t.ActiveExecutionID != nil {
 			return sendDecision{holder: true, reason: "own"}, nil
 		}
-		return e.tookLock(ctx, tx, t, x, events, "free", false)
+		return e.tookLock(ctx, tx, t, x, events, "free")
 	}
 	attrs := []any{"thread_id", t.ThreadID, "execution_id", x.ExecutionID, "tenant_id", x.TenantID}
 	if t.ActiveExecutionID != nil && *t.ActiveExecutionID == x.ID {
@@ -83,7 +99,7 @@ func (e *Engine) acquireForSend(ctx context.Context, tx pgx.Tx, t *dbsqlc.Thread
 			}
 			x.LockInheritedFrom = &holder
 			e.InfoContext(ctx, fmt.Sprintf("Execution %s inheriting lock from parent %d on thread %s", x.ExecutionID, holder, t.ThreadID), attrs...)
-			return e.takeLock(ctx, tx, t, x, events, "inherited", true)
+			return e.takeQueuedLock(ctx, tx, t, x, events, "inherited")
 		case t.ExecutionLockedAt != nil && time.Since(*t.ExecutionLockedAt) > e.cfg.LockTimeout:
 			e.WarnContext(ctx, fmt.Sprintf("Lock on thread %s is stale (%dms), clearing...", t.ThreadID, time.Since(*t.ExecutionLockedAt).Milliseconds()), append(attrs, "stale_holder", holder)...)
 			if err := e.q.ThreadClearLock(ctx, tx, t.ID); err != nil {
@@ -98,7 +114,7 @@ func (e *Engine) acquireForSend(ctx context.Context, tx pgx.Tx, t *dbsqlc.Thread
 	// A free lock and an empty queue: take it in one statement.
 	_, err := e.q.ThreadTakeFreeLock(ctx, tx, &dbsqlc.ThreadTakeFreeLockParams{ID: t.ID, ExecutionID: x.ID})
 	if err == nil {
-		return e.tookLock(ctx, tx, t, x, events, "free", false)
+		return e.tookLock(ctx, tx, t, x, events, "free")
 	}
 	if !errors.Is(err, pgx.ErrNoRows) {
 		return sendDecision{}, fmt.Errorf("taking lock: %w", err)
@@ -120,11 +136,14 @@ func (e *Engine) acquireForSend(ctx context.Context, tx pgx.Tx, t *dbsqlc.Thread
 			return sendDecision{reason: "queue"}, nil
 		}
 	}
-	return e.takeLock(ctx, tx, t, x, events, "free", queued > 0)
+	if queued > 0 {
+		return e.takeQueuedLock(ctx, tx, t, x, events, "free")
+	}
+	return e.takeLock(ctx, tx, t, x, events, "free")
 }
 
 // lockIsPrivate reports whether the lock of a slotless start's thread may
-// live in memory for its transaction (stepRun.privateLock): the transaction
+// live in memory for its transaction (heldThread.private): the transaction
 // inserted the thread (created), or holds its row (ensureThread) and finds
 // its lock free and nothing queued on it. Either way no other transaction
 // can take the lock or queue on the thread before this one commits, and
@@ -181,15 +200,32 @@ func (e *Engine) family(ctx context.Context, tx pgx.Tx, id int64) ([]*dbsqlc.Exe
 
 // takeLock makes x the holder and, when the thread may hold queued messages,
 // moves its family's into the outbox ahead of what it sends next.
-func (e *Engine) takeLock(ctx context.Context, tx pgx.Tx, t *dbsqlc.Thread, x *dbsqlc.AgentExecution, events *eventLog, reason string, mayHaveQueued bool) (sendDecision, error) {
+func (e *Engine) takeLock(ctx context.Context, tx pgx.Tx, t *dbsqlc.Thread, x *dbsqlc.AgentExecution, events *eventLog, reason string) (sendDecision, error) {
 	if err := e.q.ThreadSetLock(ctx, tx, &dbsqlc.ThreadSetLockParams{ID: t.ID, ExecutionID: x.ID}); err != nil {
 		return sendDecision{}, fmt.Errorf("taking lock: %w", err)
 	}
-	return e.tookLock(ctx, tx, t, x, events, reason, mayHaveQueued)
+	return e.tookLock(ctx, tx, t, x, events, reason)
+}
+
+// takeQueuedLock is takeLock on a thread where x's family may have queued
+// messages: they go into the outbox, in their order, ahead of x's next.
+func (e *Engine) takeQueuedLock(ctx context.Context, tx pgx.Tx, t *dbsqlc.Thread, x *dbsqlc.AgentExecution, events *eventLog, reason string) (sendDecision, error) {
+	d, err := e.takeLock(ctx, tx, t, x, events, reason)
+	if err != nil {
+		return sendDecision{}, err
+	}
+	_, ids, err := e.family(ctx, tx, x.ID)
+	if err != nil {
+		return sendDecision{}, err
+	}
+	if _, err := e.q.MessageReleaseQueued(ctx, tx, &dbsqlc.MessageReleaseQueuedParams{ThreadID: t.ID, ExecutionIds: ids}); err != nil {
+		return sendDecision{}, fmt.Errorf("releasing the family's queued messages: %w", err)
+	}
+	return d, nil
 }
 
 // tookLock is takeLock once the thread row names x as the holder.
-func (e *Engine) tookLock(ctx context.Context, tx pgx.Tx, t *dbsqlc.Thread, x *dbsqlc.AgentExecution, events *eventLog, reason string, mayHaveQueued bool) (sendDecision, error) {
+func (e *Engine) tookLock(ctx context.Context, tx pgx.Tx, t *dbsqlc.Thread, x *dbsqlc.AgentExecution, events *eventLog, reason string) (sendDecision, error) {
 	t.ActiveExecutionID = &x.ID
 	// A child that may inherit its parent's voice gives the lock back to
 	// the live parent when it ends, however it took it (inherited, or free
@@ -204,15 +240,6 @@ func (e *Engine) tookLock(ctx context.Context, tx pgx.Tx, t *dbsqlc.Thread, x *d
 				return sendDecision{}, fmt.Errorf("recording the lock's way back: %w", err)
 			}
 			x.LockInheritedFrom = &parent.ID
-		}
-	}
-	if mayHaveQueued {
-		_, ids, err := e.family(ctx, tx, x.ID)
-		if err != nil {
-			return sendDecision{}, err
-		}
-		if _, err := e.q.MessageReleaseQueued(ctx, tx, &dbsqlc.MessageReleaseQueuedParams{ThreadID: t.ID, ExecutionIds: ids}); err != nil {
-			return sendDecision{}, fmt.Errorf("releasing the family's queued messages: %w", err)
 		}
 	}
 	events.add(EventLockAcquired, "info", "", fmt.Sprintf("Thread %s locked by execution %s (%s)", t.ThreadID, x.ExecutionID, reason),
@@ -255,19 +282,21 @@ func (e *Engine) armDrain(ctx context.Context, tx pgx.Tx, threadID int64) error 
 // already locked: it drops a cancelled run's queued messages, hands an
 // inherited lock back to the execution it came from (when that one is still
 // live) or releases it, and wakes the drain when messages are queued. held
-// is the thread row when the caller holds it and has kept its lock columns
-// current, else nil. privateLock says held's lock lives in held alone
-// (stepRun.privateLock): nobody else can have queued on it, so releasing
-// is forgetting.
-func (e *Engine) releaseLock(ctx context.Context, tx pgx.Tx, x *dbsqlc.AgentExecution, events *eventLog, held *dbsqlc.Thread, privateLock bool) error {
-	if privateLock {
-		if held.ActiveExecutionID != nil && *held.ActiveExecutionID == x.ID {
-			held.ActiveExecutionID = nil
-			e.lockReleased(ctx, x, held, events)
+// is the thread the caller holds, else nil. A private lock
+// (heldThread.private) lives in held alone: nobody else can have queued on
+// it, so releasing is forgetting.
+func (e *Engine) releaseLock(ctx context.Context, tx pgx.Tx, x *dbsqlc.AgentExecution, events *eventLog, held *heldThread) error {
+	var t *dbsqlc.Thread
+	if held != nil {
+		t = held.Thread
+	}
+	if held != nil && held.private {
+		if t.ActiveExecutionID != nil && *t.ActiveExecutionID == x.ID {
+			t.ActiveExecutionID = nil
+			e.lockReleased(ctx, x, t, events)
 		}
 		return nil
 	}
-	t := held
 	if t == nil || t.ID != x.ThreadID {
 		var err error
 		if t, err = e.lockThread(ctx, tx, x.ThreadID); err != nil {

@@ -62,7 +62,7 @@ func (e *Engine) resumeNow(ctx context.Context, tx pgx.Tx, row *dbsqlc.AgentExec
 		return nil, fmt.Errorf("locking thread %d: %w", out.ThreadID, err)
 	}
 	run := newStepRun(e, tx, def, out)
-	run.thread = thread
+	run.thread = holds(thread)
 	if run.varsErr == nil {
 		if _, err := e.takeSteered(ctx, tx, out, run.vars); err != nil {
 			return nil, err

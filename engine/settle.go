@@ -30,7 +30,7 @@ func settlingRow(res *dbsqlc.ExecutionReserveRow, p *dbsqlc.ExecutionInsertParam
 
 // needsRow reports whether running the node needs the execution's row
 // written first: everything but start, decision, set_variables and end, and
-// send_message on a thread whose lock lives in memory (stepRun.privateLock),
+// send_message on a thread whose lock lives in memory (heldThread.private),
 // reads or updates the row or rows that refer to it, or makes the
 // execution wait.
 func (r *stepRun) needsRow(node *workflow.Node) bool {
@@ -41,7 +41,7 @@ func (r *stepRun) needsRow(node *workflow.Node) bool {
 	case workflow.NodeStart, workflow.NodeDecision, workflow.NodeEnd:
 		return false
 	case workflow.NodeAction:
-		return node.ActionType != workflow.ActionSetVariables && (node.ActionType != workflow.ActionSendMessage || !r.privateLock)
+		return node.ActionType != workflow.ActionSetVariables && (node.ActionType != workflow.ActionSendMessage || !r.thread.private)
 	}
 	return true
 }

@@ -98,7 +98,7 @@ func (e *Engine) RunStepAttempt(ctx context.Context, executionID, stepSeq int64,
 				return err
 			}
 		}
-		run.thread = thread
+		run.thread = holds(thread)
 		rerun := steered > 0 && pre != nil && e.tools.isLLM(deref(row.CurrentNodeID), def)
 		if rerun {
 			// The model answered without the steered messages: its answer is
@@ -141,7 +141,7 @@ type stepRun struct {
 	steps  int
 	events *eventLog
 	// thread is the execution's thread, locked FOR UPDATE by the step.
-	thread *dbsqlc.Thread
+	thread *heldThread
 	// deliver is set once a message waits for delivery on the thread.
 	deliver bool
 	// waitingChild is the child a trigger_agent node is about to wait for.
@@ -156,16 +156,6 @@ type stepRun struct {
 	// transaction runs it until it ends or waits (engine/lane.go, "Runs
 	// that never hold a slot"), so ending or waiting frees no slot.
 	slotless bool
-	// privateLock says this transaction holds the thread row until it
-	// commits (it inserted the thread, or locked its row and found the
-	// lock free and nothing queued: Engine.lockIsPrivate) and runs the
-	// execution until it ends or waits: nobody else can take the lock or
-	// queue on the thread before commit, nor see a lock taken and given
-	// back within the transaction. Its lock then lives in thread alone,
-	// and writePrivateLock stores it once, if the execution still holds it
-	// when the transaction ends: a run that takes the lock and ends writes
-	// nothing.
-	privateLock bool
 	// unsaved says the execution's row is not written yet: a slotless run
 	// whose reserved row (ExecutionReserve) is written once, in the state
 	// the step leaves it in, when the step ends it. Until then the step
@@ -363,7 +353,7 @@ func (r *stepRun) runAction(ctx context.Context, node *workflow.Node, payload ma
 // send stores an outbound message on the execution's thread: into the
 // outbox when the execution holds the thread's lock, queued otherwise.
 func (r *stepRun) send(ctx context.Context, nodeID, body string) (map[string]any, error) {
-	decision, err := r.e.acquireForSend(ctx, r.tx, r.thread, r.row, r.events, r.privateLock)
+	decision, err := r.e.acquireForSend(ctx, r.tx, r.thread, r.row, r.events)
 	if err != nil {
 		return nil, err
 	}
@@ -449,11 +439,11 @@ func (r *stepRun) record(node *workflow.Node, next string, payload map[string]an
 	r.events.add(EventStepUpdate, "info", node.ID, fmt.Sprintf("Step %d: %s %s completed", r.steps, label, node.ID), payload)
 }
 
-// writePrivateLock stores a lock that lived in memory (see privateLock)
-// when the execution still holds it: it waits, and keeps its voice while it
-// does.
+// writePrivateLock stores a lock that lived in memory
+// (heldThread.private) when the execution still holds it: it waits, and
+// keeps its voice while it does.
 func (r *stepRun) writePrivateLock(ctx context.Context) error {
-	if !r.privateLock || r.thread.ActiveExecutionID == nil {
+	if !r.thread.private || r.thread.ActiveExecutionID == nil {
 		return nil
 	}
 	if err := r.e.q.ThreadSetLock(ctx, r.tx, &dbsqlc.ThreadSetLockParams{ID: r.thread.ID, ExecutionID: *r.thread.ActiveExecutionID}); err != nil {
@@ -513,7 +503,7 @@ func (r *stepRun) complete(ctx context.Context, node *workflow.Node) error {
 		return fmt.Errorf("completing execution: %w", err)
 	}
 	r.last = row
-	return r.e.finalize(ctx, r.tx, row, r.events, finish{freed: !r.slotless, thread: r.thread, privateLock: r.privateLock})
+	return r.e.finalize(ctx, r.tx, row, r.events, finish{freed: !r.slotless, thread: r.thread})
 }
 
 // fail ends the execution as failed at a node.
@@ -540,7 +530,7 @@ func (r *stepRun) fail(ctx context.Context, f *stepFailure) error {
 		return fmt.Errorf("failing execution: %w", err)
 	}
 	r.last = row
-	return r.e.finalize(ctx, r.tx, row, r.events, finish{freed: !r.slotless, thread: r.thread, privateLock: r.privateLock})
+	return r.e.finalize(ctx, r.tx, row, r.events, finish{freed: !r.slotless, thread: r.thread})
 }
 
 func percentage(done, total int) float64 {

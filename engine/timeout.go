@@ -73,7 +73,7 @@ func (e *Engine) timeoutLocked(ctx context.Context, tx pgx.Tx, thread *dbsqlc.Th
 	if run.varsErr != nil {
 		return fmt.Errorf("timing out execution %s: %w", row.ExecutionID, run.varsErr)
 	}
-	run.thread = thread
+	run.thread = holds(thread)
 	run.events.add(EventWaitTimeout, "warn", node.ID, fmt.Sprintf("Wait for %s timed out at node %s", waitingFor, node.ID),
 		map[string]any{"waiting_for": waitingFor, "waiting_until": row.WaitingUntil, "wait_seq": row.WaitSeq})
 	actions, _ := node.Parameters["timeoutActions"].([]any)
