@@ -35,9 +35,9 @@ SELECT * FROM outbox_claim_many(@thread_ids::bigint[], @keys::bigint[], @max::in
 -- name: OutboxFinishMany :one
 -- Records the last messages of a batch delivered, gives the batch's outbox
 -- locks up and returns the threads that still have messages pending
--- (outbox_finish_many, migration 00027); DeliverThread uses it for one
--- thread.
-SELECT outbox_finish_many(@thread_ids::bigint[], @keys::bigint[], @message_ids::bigint[],
+-- (outbox_finish_many, migration 00029); DeliverThread uses it for one
+-- thread. message_thread_ids[i] is the thread of message_ids[i].
+SELECT outbox_finish_many(@thread_ids::bigint[], @keys::bigint[], @message_ids::bigint[], @message_thread_ids::bigint[],
                           @thread_keys::text[], @execution_keys::text[], @channels::text[])::bigint[] AS more;
 
 -- name: OutboxListStranded :many
