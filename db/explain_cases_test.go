@@ -52,7 +52,7 @@ func executionCases() []queryCase {
 		}},
 		{"ExecutionReserve/session", slice, func(r *recorder) {
 			_, _ = q.ExecutionReserve(ctx, r, &dbsqlc.ExecutionReserveParams{
-				Lane: "main", LaneLimit: 4, TenantID: "t42", SessionKey: ptr("session:thread-97642")})
+				Lane: "main", LaneLimit: 4, TenantID: "t42", SessionKey: ptr("session:thread-97642"), DrawMessage: true})
 		}},
 		{"ExecutionInsert", write, func(r *recorder) {
 			_, _ = q.ExecutionInsert(ctx, r, &dbsqlc.ExecutionInsertParams{

@@ -66,6 +66,10 @@ func messageCases() []queryCase {
 			_, _ = q.MessageInsertOutbound(ctx, r, &dbsqlc.MessageInsertOutboundParams{
 				TenantID: "t42", ThreadID: 97642, ExecutionID: 97642, NodeID: "send", StepSeq: 9, Body: "hola"})
 		}},
+		{"MessageInsertOutboundReserved", write, func(r *recorder) {
+			_ = q.MessageInsertOutboundReserved(ctx, r, &dbsqlc.MessageInsertOutboundReservedParams{
+				ID: 9_000_000_001, TenantID: "t42", ThreadID: 97642, ExecutionID: 97642, NodeID: "send", StepSeq: 9, Body: "hola"})
+		}},
 		{"OutboxNext", slice, func(r *recorder) {
 			_, _ = q.OutboxNext(ctx, r, &dbsqlc.OutboxNextParams{ThreadID: 97000, Max: 50})
 		}},

@@ -175,14 +175,16 @@ func (e *Engine) StartExecution(ctx context.Context, tx pgx.Tx, p StartParams) (
 	// A settling start runs without a slot when its lane has room; its row
 	// is then written once, by the step (stepRun.unsaved).
 	var row *dbsqlc.AgentExecution
+	var messageID int64
 	if settles {
 		res, err := e.q.ExecutionReserve(ctx, tx, &dbsqlc.ExecutionReserveParams{
-			Lane: lane, LaneLimit: int32(e.laneLimit(lane)), TenantID: p.TenantID, SessionKey: session})
+			Lane: lane, LaneLimit: int32(e.laneLimit(lane)), TenantID: p.TenantID, SessionKey: session,
+			DrawMessage: def.SendsMessages()})
 		if err != nil {
 			return nil, fmt.Errorf("reserving execution: %w", err)
 		}
 		if res.Room {
-			row = settlingRow(res, insert)
+			row, messageID = settlingRow(res, insert), res.MessageID
 		}
 	}
 	if row == nil {
@@ -232,6 +234,7 @@ func (e *Engine) StartExecution(ctx context.Context, tx pgx.Tx, p StartParams) (
 		}
 	}
 	run.unsaved = slotless
+	run.messageID = messageID
 	run.events = events // workflow.started goes first, written with the step's
 	if err := run.advance(ctx, nil); err != nil {
 		return nil, err

@@ -142,6 +142,9 @@ type stepRun struct {
 	events *eventLog
 	// thread is the execution's thread, locked FOR UPDATE by the step.
 	thread *heldThread
+	// messageID, when not 0, is the id ExecutionReserve drew for the
+	// run's next outbound message: storing it then waits for no answer.
+	messageID int64
 	// deliver is set once a message waits for delivery on the thread.
 	deliver bool
 	// waitingChild is the child a trigger_agent node is about to wait for.
@@ -357,17 +360,14 @@ func (r *stepRun) send(ctx context.Context, nodeID, body string) (map[string]any
 	if err != nil {
 		return nil, err
 	}
-	msg, err := r.e.q.MessageInsertOutbound(ctx, r.tx, &dbsqlc.MessageInsertOutboundParams{
-		TenantID: r.row.TenantID, ThreadID: r.row.ThreadID, ExecutionID: r.row.ID,
-		NodeID: nodeID, StepSeq: r.row.StepSeq, Body: body, Queued: !decision.holder,
-	})
+	msgID, err := r.storeMessage(ctx, nodeID, body, !decision.holder)
 	if err != nil {
-		return nil, fmt.Errorf("storing outbound message: %w", err)
+		return nil, err
 	}
 	// Message ids are strings wherever a client sees them.
-	id := strconv.FormatInt(msg.ID, 10)
+	id := strconv.FormatInt(msgID, 10)
 	if !decision.holder {
-		r.events.add(EventMessageQueued, "info", nodeID, fmt.Sprintf("Message %d queued: thread %s is held by another execution", msg.ID, r.thread.ThreadID),
+		r.events.add(EventMessageQueued, "info", nodeID, fmt.Sprintf("Message %d queued: thread %s is held by another execution", msgID, r.thread.ThreadID),
 			map[string]any{"message_id": id, "body": body, "thread_id": r.thread.ThreadID})
 		return map[string]any{"message_id": id, "queued": true}, nil
 	}
@@ -377,10 +377,34 @@ func (r *stepRun) send(ctx context.Context, nodeID, body string) (map[string]any
 		}
 		r.deliver = true
 	}
-	r.events.add(EventMessagePending, "info", nodeID, fmt.Sprintf("Message %d accepted for delivery", msg.ID),
+	r.events.add(EventMessagePending, "info", nodeID, fmt.Sprintf("Message %d accepted for delivery", msgID),
 		map[string]any{"message_id": id, "body": body, "thread_id": r.thread.ThreadID})
 	return map[string]any{"message_id": id, "queued": false}, nil
 }
+
+// storeMessage inserts an outbound message and returns its id: under the
+// id the run drew for it (messageID), held back to go with the
+// transaction's next statement, else one the insert returns.
+func (r *stepRun) storeMessage(ctx context.Context, nodeID, body string, queued bool) (int64, error) {
+	if id := r.messageID; id != 0 {
+		r.messageID = 0
+		err := r.e.q.MessageInsertOutboundReserved(ctx, later(r.tx, explainMessageInsert), &dbsqlc.MessageInsertOutboundReservedParams{
+			ID: id, TenantID: r.row.TenantID, ThreadID: r.row.ThreadID, ExecutionID: r.row.ID,
+			NodeID: nodeID, StepSeq: r.row.StepSeq, Body: body, Queued: queued,
+		})
+		return id, err
+	}
+	msg, err := r.e.q.MessageInsertOutbound(ctx, r.tx, &dbsqlc.MessageInsertOutboundParams{
+		TenantID: r.row.TenantID, ThreadID: r.row.ThreadID, ExecutionID: r.row.ID,
+		NodeID: nodeID, StepSeq: r.row.StepSeq, Body: body, Queued: queued,
+	})
+	if err != nil {
+		return 0, explainMessageInsert(err)
+	}
+	return msg.ID, nil
+}
+
+func explainMessageInsert(err error) error { return fmt.Errorf("storing outbound message: %w", err) }
 
 // interpolation renders a node's templates against the run's variables,
 // within limits.renderBytes.

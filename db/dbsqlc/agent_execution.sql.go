@@ -1178,14 +1178,16 @@ SELECT nextval(pg_get_serial_sequence('agent_execution', 'id'))::bigint AS id,
                             WHERE tenant_id = $4::text AND session_key = $3::text
                               AND status IN ('pending', 'running'))))::boolean AS room,
        now()::timestamptz AS created_at,
-       clock_timestamp()::timestamptz AS started_at
+       clock_timestamp()::timestamptz AS started_at,
+       (CASE WHEN $5::boolean THEN nextval(pg_get_serial_sequence('thread_message', 'id')) ELSE 0 END)::bigint AS message_id
 `
 
 type ExecutionReserveParams struct {
-	Lane       string
-	LaneLimit  int32
-	SessionKey *string
-	TenantID   string
+	Lane        string
+	LaneLimit   int32
+	SessionKey  *string
+	TenantID    string
+	DrawMessage bool
 }
 
 type ExecutionReserveRow struct {
@@ -1193,6 +1195,7 @@ type ExecutionReserveRow struct {
 	Room      bool
 	CreatedAt time.Time
 	StartedAt time.Time
+	MessageID int64
 }
 
 // An id and timestamps for a settling start, and whether it may run without
@@ -1201,13 +1204,17 @@ type ExecutionReserveRow struct {
 // (@session_key not null), the session has no pending or running run; all
 // read without the lane rows' locks (a session start holds its session
 // row). Such a run never holds a slot (engine/lane.go, "Runs that never
-// hold a slot"); ExecutionInsertSettled writes its row.
+// hold a slot"); ExecutionInsertSettled writes its row. With
+// @draw_message, message_id is an id for its first outbound message
+// (MessageInsertOutboundReserved), drawn here so that storing the message
+// waits for no answer; else 0.
 func (q *Queries) ExecutionReserve(ctx context.Context, db DBTX, arg *ExecutionReserveParams) (*ExecutionReserveRow, error) {
 	row := db.QueryRow(ctx, executionReserve,
 		arg.Lane,
 		arg.LaneLimit,
 		arg.SessionKey,
 		arg.TenantID,
+		arg.DrawMessage,
 	)
 	var i ExecutionReserveRow
 	err := row.Scan(
@@ -1215,6 +1222,7 @@ func (q *Queries) ExecutionReserve(ctx context.Context, db DBTX, arg *ExecutionR
 		&i.Room,
 		&i.CreatedAt,
 		&i.StartedAt,
+		&i.MessageID,
 	)
 	return &i, err
 }

@@ -135,6 +135,42 @@ func (q *Queries) MessageInsertOutbound(ctx context.Context, db DBTX, arg *Messa
 	return &i, err
 }
 
+const messageInsertOutboundReserved = `-- name: MessageInsertOutboundReserved :exec
+INSERT INTO thread_message (id, tenant_id, thread_id, direction, execution_id, node_id, step_seq, body, status, delivery_seq)
+VALUES (
+    $1::bigint, $2::text, $3::bigint, 'out', $4::bigint, $5::text, $6::bigint, $7::text,
+    CASE WHEN $8::boolean THEN 'queued' ELSE 'pending' END,
+    CASE WHEN $8::boolean THEN NULL ELSE nextval('thread_message_delivery_seq') END
+)
+`
+
+type MessageInsertOutboundReservedParams struct {
+	ID          int64
+	TenantID    string
+	ThreadID    int64
+	ExecutionID int64
+	NodeID      string
+	StepSeq     int64
+	Body        string
+	Queued      bool
+}
+
+// MessageInsertOutbound under an id ExecutionReserve drew: nothing waits
+// for its answer, so it goes with the transaction's next statement.
+func (q *Queries) MessageInsertOutboundReserved(ctx context.Context, db DBTX, arg *MessageInsertOutboundReservedParams) error {
+	_, err := db.Exec(ctx, messageInsertOutboundReserved,
+		arg.ID,
+		arg.TenantID,
+		arg.ThreadID,
+		arg.ExecutionID,
+		arg.NodeID,
+		arg.StepSeq,
+		arg.Body,
+		arg.Queued,
+	)
+	return err
+}
+
 const messageListByExecution = `-- name: MessageListByExecution :many
 SELECT id, tenant_id, thread_id, direction, execution_id, node_id, body, status, attempts, last_error, created_at, delivered_at, step_seq, delivery_seq, external_id, channel, queue_mode, backlog, summary, dropped_count, consumed_at, outcome FROM thread_message WHERE execution_id = $1::bigint ORDER BY id
 `

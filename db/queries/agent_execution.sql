@@ -5,7 +5,10 @@
 -- (@session_key not null), the session has no pending or running run; all
 -- read without the lane rows' locks (a session start holds its session
 -- row). Such a run never holds a slot (engine/lane.go, "Runs that never
--- hold a slot"); ExecutionInsertSettled writes its row.
+-- hold a slot"); ExecutionInsertSettled writes its row. With
+-- @draw_message, message_id is an id for its first outbound message
+-- (MessageInsertOutboundReserved), drawn here so that storing the message
+-- waits for no answer; else 0.
 SELECT nextval(pg_get_serial_sequence('agent_execution', 'id'))::bigint AS id,
        ((SELECT count(*) FROM (SELECT 1 FROM agent_execution
                                WHERE lane = @lane::text AND status = 'running'
@@ -17,7 +20,8 @@ SELECT nextval(pg_get_serial_sequence('agent_execution', 'id'))::bigint AS id,
                             WHERE tenant_id = @tenant_id::text AND session_key = sqlc.narg('session_key')::text
                               AND status IN ('pending', 'running'))))::boolean AS room,
        now()::timestamptz AS created_at,
-       clock_timestamp()::timestamptz AS started_at;
+       clock_timestamp()::timestamptz AS started_at,
+       (CASE WHEN @draw_message::boolean THEN nextval(pg_get_serial_sequence('thread_message', 'id')) ELSE 0 END)::bigint AS message_id;
 
 -- name: ExecutionInsert :one
 -- A new execution, pending until its lane admits it.

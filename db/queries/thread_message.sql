@@ -9,6 +9,16 @@ VALUES (
 )
 RETURNING *;
 
+-- name: MessageInsertOutboundReserved :exec
+-- MessageInsertOutbound under an id ExecutionReserve drew: nothing waits
+-- for its answer, so it goes with the transaction's next statement.
+INSERT INTO thread_message (id, tenant_id, thread_id, direction, execution_id, node_id, step_seq, body, status, delivery_seq)
+VALUES (
+    @id::bigint, @tenant_id::text, @thread_id::bigint, 'out', @execution_id::bigint, @node_id::text, @step_seq::bigint, @body::text,
+    CASE WHEN @queued::boolean THEN 'queued' ELSE 'pending' END,
+    CASE WHEN @queued::boolean THEN NULL ELSE nextval('thread_message_delivery_seq') END
+);
+
 -- name: OutboxNext :many
 -- The next pending outbound messages of a thread, in outbox order, for the
 -- session that holds its outbox lock (outbox_claim reads the first ones).

@@ -101,6 +101,8 @@ type Definition struct {
 	// run before the execution ends or waits, or 0 when that step can stop
 	// while the execution is still running (a task on some path, or a loop).
 	settle map[string]int
+	// sends says some node is a send_message action.
+	sends bool
 }
 
 // Node is one node of a workflow definition.
@@ -182,6 +184,10 @@ func (d *Definition) StepSettlesFrom(id string, limit int) bool {
 	b := d.settle[id]
 	return b > 0 && b <= limit
 }
+
+// SendsMessages reports whether some node of the definition is a
+// send_message action.
+func (d *Definition) SendsMessages() bool { return d.sends }
 
 // Remaining returns the number of nodes on the shortest path from the node
 // to an end node, both included; 0 for an unknown id.
@@ -268,8 +274,10 @@ func strictDecode(raw []byte, v any) error {
 // It takes time linear in the nodes and edges.
 func (d *Definition) Index() {
 	d.byID = make(map[string]*Node, len(d.Nodes))
+	d.sends = false
 	for _, n := range d.Nodes {
 		d.byID[n.ID] = n
+		d.sends = d.sends || (n.Type == NodeAction && n.ActionType == ActionSendMessage)
 	}
 	d.remaining = d.shortestToEnd()
 	d.settle = make(map[string]int, len(d.Nodes))
