@@ -34,7 +34,7 @@ func nestedCases() []queryCase {
 		{"OutboxFinishMany", slice, func(r *recorder) {
 			_, _ = q.OutboxFinishMany(ctx, r, &dbsqlc.OutboxFinishManyParams{
 				ThreadIds: []int64{97000, 97001}, Keys: []int64{7_000_000_001, 7_000_000_002},
-				MessageIds: []int64{97000, 97001}, MessageThreadIds: []int64{97000, 97001}, ThreadKeys: []string{"thread-97000", "thread-97001"},
+				MessageIds: []int64{97000, 97001}, ThreadKeys: []string{"thread-97000", "thread-97001"},
 				ExecutionKeys: []string{"exec-97000", "exec-97001"}, Channels: []string{"api", "api"}})
 		}},
 		{"ThreadCleanupStaleLocks", live, func(r *recorder) { _, _ = q.ThreadCleanupStaleLocks(ctx, r, 600) }},
@@ -158,8 +158,8 @@ func tablePlans(t *testing.T, notices []string) []plan {
 		var p plan
 		require.NoError(t, json.Unmarshal([]byte(body), &p), body)
 		p.raw = body
-		reads := false // an INSERT … SELECT from arrays writes a table and reads none
-		p.Plan.walk(func(n *planNode) { reads = reads || (n.Relation != "" && n.NodeType != "ModifyTable") })
+		reads := false
+		p.Plan.walk(func(n *planNode) { reads = reads || n.Relation != "" })
 		if reads {
 			plans = append(plans, p)
 		}

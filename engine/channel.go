@@ -252,7 +252,7 @@ func (e *Engine) recordDelivered(ctx context.Context, db dbsqlc.DBTX, m *dbsqlc.
 func (e *Engine) releaseOutbox(ctx context.Context, conn *pgxpool.Conn, threadID int64, last *dbsqlc.OutboxMessage) (bool, error) {
 	arg := dbsqlc.OutboxFinishManyParams{ThreadIds: []int64{threadID}, Keys: []int64{outboxLockBase | threadID}}
 	if last != nil {
-		arg.MessageIds, arg.MessageThreadIds, arg.ThreadKeys = []int64{last.ID}, []int64{last.ThreadID}, []string{last.ThreadKey}
+		arg.MessageIds, arg.ThreadKeys = []int64{last.ID}, []string{last.ThreadKey}
 		arg.ExecutionKeys, arg.Channels = []string{last.ExecutionKey}, []string{last.Channel}
 	}
 	more, err := e.q.OutboxFinishMany(ctx, conn, &arg)

@@ -418,7 +418,6 @@ func (p *promptDelivery) finish(b *batchConn, threads []*threadDelivery) (failed
 		switch {
 		case t.err == nil:
 			arg.MessageIds = append(arg.MessageIds, m.ID)
-			arg.MessageThreadIds = append(arg.MessageThreadIds, m.ThreadID)
 			arg.ThreadKeys = append(arg.ThreadKeys, m.ThreadKey)
 			arg.ExecutionKeys = append(arg.ExecutionKeys, m.ExecutionKey)
 			arg.Channels = append(arg.Channels, m.Channel)

@@ -50,7 +50,6 @@ func TestOutboxFinishReadsOnlyItsThreads(t *testing.T) {
 		batch.ThreadIds = append(batch.ThreadIds, threadID)
 		batch.Keys = append(batch.Keys, 1<<62|threadID)
 		batch.MessageIds = append(batch.MessageIds, messageID)
-		batch.MessageThreadIds = append(batch.MessageThreadIds, threadID)
 		batch.ThreadKeys = append(batch.ThreadKeys, threadKey)
 		batch.ExecutionKeys = append(batch.ExecutionKeys, "")
 		batch.Channels = append(batch.Channels, "api")

@@ -557,30 +557,28 @@ func (q *Queries) OutboxClaimMany(ctx context.Context, db DBTX, arg *OutboxClaim
 }
 
 const outboxFinishMany = `-- name: OutboxFinishMany :one
-SELECT outbox_finish_many($1::bigint[], $2::bigint[], $3::bigint[], $4::bigint[],
-                          $5::text[], $6::text[], $7::text[])::bigint[] AS more
+SELECT outbox_finish_many($1::bigint[], $2::bigint[], $3::bigint[],
+                          $4::text[], $5::text[], $6::text[])::bigint[] AS more
 `
 
 type OutboxFinishManyParams struct {
-	ThreadIds        []int64
-	Keys             []int64
-	MessageIds       []int64
-	MessageThreadIds []int64
-	ThreadKeys       []string
-	ExecutionKeys    []string
-	Channels         []string
+	ThreadIds     []int64
+	Keys          []int64
+	MessageIds    []int64
+	ThreadKeys    []string
+	ExecutionKeys []string
+	Channels      []string
 }
 
 // Records the last messages of a batch delivered, gives the batch's outbox
 // locks up and returns the threads that still have messages pending
-// (outbox_finish_many, migration 00029); DeliverThread uses it for one
-// thread. message_thread_ids[i] is the thread of message_ids[i].
+// (outbox_finish_many, migrations 00027 and 00029); DeliverThread uses it
+// for one thread. The messages belong to threads of thread_ids.
 func (q *Queries) OutboxFinishMany(ctx context.Context, db DBTX, arg *OutboxFinishManyParams) ([]int64, error) {
 	row := db.QueryRow(ctx, outboxFinishMany,
 		arg.ThreadIds,
 		arg.Keys,
 		arg.MessageIds,
-		arg.MessageThreadIds,
 		arg.ThreadKeys,
 		arg.ExecutionKeys,
 		arg.Channels,

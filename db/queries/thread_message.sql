@@ -45,9 +45,9 @@ SELECT * FROM outbox_claim_many(@thread_ids::bigint[], @keys::bigint[], @max::in
 -- name: OutboxFinishMany :one
 -- Records the last messages of a batch delivered, gives the batch's outbox
 -- locks up and returns the threads that still have messages pending
--- (outbox_finish_many, migration 00029); DeliverThread uses it for one
--- thread. message_thread_ids[i] is the thread of message_ids[i].
-SELECT outbox_finish_many(@thread_ids::bigint[], @keys::bigint[], @message_ids::bigint[], @message_thread_ids::bigint[],
+-- (outbox_finish_many, migrations 00027 and 00029); DeliverThread uses it
+-- for one thread. The messages belong to threads of thread_ids.
+SELECT outbox_finish_many(@thread_ids::bigint[], @keys::bigint[], @message_ids::bigint[],
                           @thread_keys::text[], @execution_keys::text[], @channels::text[])::bigint[] AS more;
 
 -- name: OutboxListStranded :many
