@@ -51,6 +51,7 @@ var exempt = map[string]string{
 	"EventFence":               "reads the event id sequence",
 	"EventSequenceLast":        "reads the event id sequence",
 	"EventSequenceRaise":       "moves the event id sequence",
+	"MessageIDNext":            "draws from the message id sequence",
 	"EventWritersXmin":         "reads pg_locks, only when a transaction is older than wanted",
 	"MonitorCLILanesAvailable": "reads the catalog",
 	"ProcessRegister":          "baton_process holds a row per running process",

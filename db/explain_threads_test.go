@@ -63,11 +63,7 @@ func messageCases() []queryCase {
 	}
 	return []queryCase{
 		{"MessageInsertOutbound", write, func(r *recorder) {
-			_, _ = q.MessageInsertOutbound(ctx, r, &dbsqlc.MessageInsertOutboundParams{
-				TenantID: "t42", ThreadID: 97642, ExecutionID: 97642, NodeID: "send", StepSeq: 9, Body: "hola"})
-		}},
-		{"MessageInsertOutboundReserved", write, func(r *recorder) {
-			_ = q.MessageInsertOutboundReserved(ctx, r, &dbsqlc.MessageInsertOutboundReservedParams{
+			_ = q.MessageInsertOutbound(ctx, r, &dbsqlc.MessageInsertOutboundParams{
 				ID: 9_000_000_001, TenantID: "t42", ThreadID: 97642, ExecutionID: 97642, NodeID: "send", StepSeq: 9, Body: "hola"})
 		}},
 		{"OutboxNext", slice, func(r *recorder) {

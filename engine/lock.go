@@ -198,8 +198,7 @@ func (e *Engine) family(ctx context.Context, tx pgx.Tx, id int64) ([]*dbsqlc.Exe
 	return rows, ids, nil
 }
 
-// takeLock makes x the holder and, when the thread may hold queued messages,
-// moves its family's into the outbox ahead of what it sends next.
+// takeLock makes x the holder.
 func (e *Engine) takeLock(ctx context.Context, tx pgx.Tx, t *dbsqlc.Thread, x *dbsqlc.AgentExecution, events *eventLog, reason string) (sendDecision, error) {
 	if err := e.q.ThreadSetLock(ctx, tx, &dbsqlc.ThreadSetLockParams{ID: t.ID, ExecutionID: x.ID}); err != nil {
 		return sendDecision{}, fmt.Errorf("taking lock: %w", err)

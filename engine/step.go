@@ -143,7 +143,7 @@ type stepRun struct {
 	// thread is the execution's thread, locked FOR UPDATE by the step.
 	thread *heldThread
 	// messageID, when not 0, is the id ExecutionReserve drew for the
-	// run's next outbound message: storing it then waits for no answer.
+	// run's next outbound message, which then needs no MessageIDNext.
 	messageID int64
 	// deliver is set once a message waits for delivery on the thread.
 	deliver bool
@@ -382,26 +382,22 @@ func (r *stepRun) send(ctx context.Context, nodeID, body string) (map[string]any
 	return map[string]any{"message_id": id, "queued": false}, nil
 }
 
-// storeMessage inserts an outbound message and returns its id: under the
-// id the run drew for it (messageID), held back to go with the
-// transaction's next statement, else one the insert returns.
+// storeMessage inserts an outbound message and returns its id: the one
+// the run's reservation drew for it (messageID), else one drawn now. The
+// insert is held back to go with the transaction's next statement.
 func (r *stepRun) storeMessage(ctx context.Context, nodeID, body string, queued bool) (int64, error) {
-	if id := r.messageID; id != 0 {
-		r.messageID = 0
-		err := r.e.q.MessageInsertOutboundReserved(ctx, later(r.tx, explainMessageInsert), &dbsqlc.MessageInsertOutboundReservedParams{
-			ID: id, TenantID: r.row.TenantID, ThreadID: r.row.ThreadID, ExecutionID: r.row.ID,
-			NodeID: nodeID, StepSeq: r.row.StepSeq, Body: body, Queued: queued,
-		})
-		return id, err
+	id := r.messageID
+	r.messageID = 0
+	if id == 0 {
+		var err error
+		if id, err = r.e.q.MessageIDNext(ctx, r.tx); err != nil {
+			return 0, explainMessageInsert(err)
+		}
 	}
-	msg, err := r.e.q.MessageInsertOutbound(ctx, r.tx, &dbsqlc.MessageInsertOutboundParams{
-		TenantID: r.row.TenantID, ThreadID: r.row.ThreadID, ExecutionID: r.row.ID,
+	return id, r.e.q.MessageInsertOutbound(ctx, later(r.tx, explainMessageInsert), &dbsqlc.MessageInsertOutboundParams{
+		ID: id, TenantID: r.row.TenantID, ThreadID: r.row.ThreadID, ExecutionID: r.row.ID,
 		NodeID: nodeID, StepSeq: r.row.StepSeq, Body: body, Queued: queued,
 	})
-	if err != nil {
-		return 0, explainMessageInsert(err)
-	}
-	return msg.ID, nil
 }
 
 func explainMessageInsert(err error) error { return fmt.Errorf("storing outbound message: %w", err) }

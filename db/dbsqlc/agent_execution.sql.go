@@ -1206,8 +1206,8 @@ type ExecutionReserveRow struct {
 // row). Such a run never holds a slot (engine/lane.go, "Runs that never
 // hold a slot"); ExecutionInsertSettled writes its row. With
 // @draw_message, message_id is an id for its first outbound message
-// (MessageInsertOutboundReserved), drawn here so that storing the message
-// waits for no answer; else 0.
+// (MessageInsertOutbound), drawn here instead of by MessageIDNext, which
+// would cost a round trip; else 0.
 func (q *Queries) ExecutionReserve(ctx context.Context, db DBTX, arg *ExecutionReserveParams) (*ExecutionReserveRow, error) {
 	row := db.QueryRow(ctx, executionReserve,
 		arg.Lane,

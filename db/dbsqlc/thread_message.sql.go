@@ -75,67 +75,20 @@ func (q *Queries) MessageFirstQueued(ctx context.Context, db DBTX, threadID int6
 	return &i, err
 }
 
-const messageInsertOutbound = `-- name: MessageInsertOutbound :one
-INSERT INTO thread_message (tenant_id, thread_id, direction, execution_id, node_id, step_seq, body, status, delivery_seq)
-VALUES (
-    $1::text, $2::bigint, 'out', $3::bigint, $4::text, $5::bigint, $6::text,
-    CASE WHEN $7::boolean THEN 'queued' ELSE 'pending' END,
-    CASE WHEN $7::boolean THEN NULL ELSE nextval('thread_message_delivery_seq') END
-)
-RETURNING id, tenant_id, thread_id, direction, execution_id, node_id, body, status, attempts, last_error, created_at, delivered_at, step_seq, delivery_seq, external_id, channel, queue_mode, backlog, summary, dropped_count, consumed_at, outcome
+const messageIDNext = `-- name: MessageIDNext :one
+SELECT nextval(pg_get_serial_sequence('thread_message', 'id'))::bigint AS id
 `
 
-type MessageInsertOutboundParams struct {
-	TenantID    string
-	ThreadID    int64
-	ExecutionID int64
-	NodeID      string
-	StepSeq     int64
-	Body        string
-	Queued      bool
+// An id for an outbound message, drawn before it is stored so that storing
+// it waits for no answer (MessageInsertOutbound).
+func (q *Queries) MessageIDNext(ctx context.Context, db DBTX) (int64, error) {
+	row := db.QueryRow(ctx, messageIDNext)
+	var id int64
+	err := row.Scan(&id)
+	return id, err
 }
 
-// Stores an outbound message: pending (accepted for delivery, with its place
-// in the outbox) when its execution holds the thread, queued otherwise.
-func (q *Queries) MessageInsertOutbound(ctx context.Context, db DBTX, arg *MessageInsertOutboundParams) (*ThreadMessage, error) {
-	row := db.QueryRow(ctx, messageInsertOutbound,
-		arg.TenantID,
-		arg.ThreadID,
-		arg.ExecutionID,
-		arg.NodeID,
-		arg.StepSeq,
-		arg.Body,
-		arg.Queued,
-	)
-	var i ThreadMessage
-	err := row.Scan(
-		&i.ID,
-		&i.TenantID,
-		&i.ThreadID,
-		&i.Direction,
-		&i.ExecutionID,
-		&i.NodeID,
-		&i.Body,
-		&i.Status,
-		&i.Attempts,
-		&i.LastError,
-		&i.CreatedAt,
-		&i.DeliveredAt,
-		&i.StepSeq,
-		&i.DeliverySeq,
-		&i.ExternalID,
-		&i.Channel,
-		&i.QueueMode,
-		&i.Backlog,
-		&i.Summary,
-		&i.DroppedCount,
-		&i.ConsumedAt,
-		&i.Outcome,
-	)
-	return &i, err
-}
-
-const messageInsertOutboundReserved = `-- name: MessageInsertOutboundReserved :exec
+const messageInsertOutbound = `-- name: MessageInsertOutbound :exec
 INSERT INTO thread_message (id, tenant_id, thread_id, direction, execution_id, node_id, step_seq, body, status, delivery_seq)
 VALUES (
     $1::bigint, $2::text, $3::bigint, 'out', $4::bigint, $5::text, $6::bigint, $7::text,
@@ -144,7 +97,7 @@ VALUES (
 )
 `
 
-type MessageInsertOutboundReservedParams struct {
+type MessageInsertOutboundParams struct {
 	ID          int64
 	TenantID    string
 	ThreadID    int64
@@ -155,10 +108,13 @@ type MessageInsertOutboundReservedParams struct {
 	Queued      bool
 }
 
-// MessageInsertOutbound under an id ExecutionReserve drew: nothing waits
-// for its answer, so it goes with the transaction's next statement.
-func (q *Queries) MessageInsertOutboundReserved(ctx context.Context, db DBTX, arg *MessageInsertOutboundReservedParams) error {
-	_, err := db.Exec(ctx, messageInsertOutboundReserved,
+// Stores an outbound message under an id drawn for it (MessageIDNext, or
+// ExecutionReserve's message_id): pending (accepted for delivery, with its
+// place in the outbox) when its execution holds the thread, queued
+// otherwise. Nothing waits for its answer: it goes with the transaction's
+// next statement.
+func (q *Queries) MessageInsertOutbound(ctx context.Context, db DBTX, arg *MessageInsertOutboundParams) error {
+	_, err := db.Exec(ctx, messageInsertOutbound,
 		arg.ID,
 		arg.TenantID,
 		arg.ThreadID,

@@ -7,8 +7,8 @@
 -- row). Such a run never holds a slot (engine/lane.go, "Runs that never
 -- hold a slot"); ExecutionInsertSettled writes its row. With
 -- @draw_message, message_id is an id for its first outbound message
--- (MessageInsertOutboundReserved), drawn here so that storing the message
--- waits for no answer; else 0.
+-- (MessageInsertOutbound), drawn here instead of by MessageIDNext, which
+-- would cost a round trip; else 0.
 SELECT nextval(pg_get_serial_sequence('agent_execution', 'id'))::bigint AS id,
        ((SELECT count(*) FROM (SELECT 1 FROM agent_execution
                                WHERE lane = @lane::text AND status = 'running'

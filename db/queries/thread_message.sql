@@ -1,17 +1,14 @@
--- name: MessageInsertOutbound :one
--- Stores an outbound message: pending (accepted for delivery, with its place
--- in the outbox) when its execution holds the thread, queued otherwise.
-INSERT INTO thread_message (tenant_id, thread_id, direction, execution_id, node_id, step_seq, body, status, delivery_seq)
-VALUES (
-    @tenant_id::text, @thread_id::bigint, 'out', @execution_id::bigint, @node_id::text, @step_seq::bigint, @body::text,
-    CASE WHEN @queued::boolean THEN 'queued' ELSE 'pending' END,
-    CASE WHEN @queued::boolean THEN NULL ELSE nextval('thread_message_delivery_seq') END
-)
-RETURNING *;
+-- name: MessageIDNext :one
+-- An id for an outbound message, drawn before it is stored so that storing
+-- it waits for no answer (MessageInsertOutbound).
+SELECT nextval(pg_get_serial_sequence('thread_message', 'id'))::bigint AS id;
 
--- name: MessageInsertOutboundReserved :exec
--- MessageInsertOutbound under an id ExecutionReserve drew: nothing waits
--- for its answer, so it goes with the transaction's next statement.
+-- name: MessageInsertOutbound :exec
+-- Stores an outbound message under an id drawn for it (MessageIDNext, or
+-- ExecutionReserve's message_id): pending (accepted for delivery, with its
+-- place in the outbox) when its execution holds the thread, queued
+-- otherwise. Nothing waits for its answer: it goes with the transaction's
+-- next statement.
 INSERT INTO thread_message (id, tenant_id, thread_id, direction, execution_id, node_id, step_seq, body, status, delivery_seq)
 VALUES (
     @id::bigint, @tenant_id::text, @thread_id::bigint, 'out', @execution_id::bigint, @node_id::text, @step_seq::bigint, @body::text,
