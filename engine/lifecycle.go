@@ -92,6 +92,9 @@ func (e *Engine) StartExecution(ctx context.Context, tx pgx.Tx, p StartParams) (
 		}
 		return nil, err
 	}
+	// A key the engine makes up ("implicit:" and 96 random bits) names no
+	// thread yet.
+	freshThread := p.ExecutionID == "" && p.ThreadID == ""
 	if p.ExecutionID == "" {
 		p.ExecutionID = newID("exec")
 	}
@@ -141,9 +144,29 @@ func (e *Engine) StartExecution(ctx context.Context, tx pgx.Tx, p StartParams) (
 			return nil, err
 		}
 	}
-	thread, threadCreated, err := e.ensureThread(ctx, tx, p.TenantID, threadKey)
+	// A settling start reserves its id; one whose thread is fresh and
+	// outside a session reserves first, drawing the thread's id too, so
+	// that its thread's insert goes with the run's other writes.
+	var reserve *dbsqlc.ExecutionReserveParams
+	var res *dbsqlc.ExecutionReserveRow
+	if settles {
+		reserve = &dbsqlc.ExecutionReserveParams{
+			Lane: lane, LaneLimit: int32(e.laneLimit(lane)), TenantID: p.TenantID, SessionKey: session,
+			DrawMessage: def.SendsMessages(), DrawThread: freshThread && session == nil}
+	}
+	if reserve != nil && reserve.DrawThread {
+		if res, err = e.reserveExecution(ctx, tx, reserve); err != nil {
+			return nil, err
+		}
+	}
+	thread, threadCreated, err := e.startThread(ctx, tx, p.TenantID, threadKey, res)
 	if err != nil {
 		return nil, err
+	}
+	if reserve != nil && res == nil {
+		if res, err = e.reserveExecution(ctx, tx, reserve); err != nil {
+			return nil, err
+		}
 	}
 	var restartedFrom *int64
 	if p.RestartedFrom != 0 {
@@ -176,16 +199,8 @@ func (e *Engine) StartExecution(ctx context.Context, tx pgx.Tx, p StartParams) (
 	// is then written once, by the step (stepRun.unsaved).
 	var row *dbsqlc.AgentExecution
 	var messageID int64
-	if settles {
-		res, err := e.q.ExecutionReserve(ctx, tx, &dbsqlc.ExecutionReserveParams{
-			Lane: lane, LaneLimit: int32(e.laneLimit(lane)), TenantID: p.TenantID, SessionKey: session,
-			DrawMessage: def.SendsMessages()})
-		if err != nil {
-			return nil, fmt.Errorf("reserving execution: %w", err)
-		}
-		if res.Room {
-			row, messageID = settlingRow(res, insert), res.MessageID
-		}
+	if res != nil && res.Room {
+		row, messageID = settlingRow(res, insert), res.MessageID
 	}
 	if row == nil {
 		if row, err = e.q.ExecutionInsert(ctx, tx, insert); err != nil {

@@ -3,6 +3,9 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/batonrun/baton/db/dbsqlc"
 	"github.com/batonrun/baton/engine/workflow"
@@ -11,6 +14,15 @@ import (
 // A settling start (engine/lane.go, "Runs that never hold a slot") runs
 // under an id ExecutionReserve takes, and its step writes its row once, in
 // the state the step leaves it in (stepRun.unsaved).
+
+// reserveExecution takes a settling start's reservation (ExecutionReserve).
+func (e *Engine) reserveExecution(ctx context.Context, tx pgx.Tx, p *dbsqlc.ExecutionReserveParams) (*dbsqlc.ExecutionReserveRow, error) {
+	res, err := e.q.ExecutionReserve(ctx, tx, p)
+	if err != nil {
+		return nil, fmt.Errorf("reserving execution: %w", err)
+	}
+	return res, nil
+}
 
 // settlingRow is the row of a settling start as ExecutionInsert would have
 // written it running at its first step, with the id and times reserved for

@@ -452,6 +452,56 @@ func TestSettlingStartWritesItsRowOnce(t *testing.T) {
 	require.Equal(t, "23503", pgErr.Code, "a message of no execution is refused")
 }
 
+// TestImplicitThreads: a settling start given neither a thread nor an
+// execution id creates its implicit thread under the id its reservation
+// drew, the row the same as a thread created by insert-if-absent; a start
+// given an execution id whose implicit thread exists talks on that thread.
+func TestImplicitThreads(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	b.define(t, greetWorkflow)
+	ctx := context.Background()
+	start := func(p engine.StartParams) *engine.Execution {
+		t.Helper()
+		p.TenantID, p.WorkflowID = b.tenant, "greet"
+		var x *engine.Execution
+		require.NoError(t, b.engine.WithTx(ctx, func(tx pgx.Tx) error {
+			var err error
+			x, err = b.engine.StartExecution(ctx, tx, p)
+			return err
+		}))
+		require.Equal(t, engine.StatusCompleted, x.Status)
+		return x
+	}
+	// thread is the run's thread row without what names it, and whether it
+	// was created in the run's transaction.
+	thread := func(x *engine.Execution) (row map[string]any, sameTx bool) {
+		t.Helper()
+		require.NoError(t, b.pool.QueryRow(ctx, `
+			SELECT to_jsonb(t) - '{id,thread_id,contact,created_at,updated_at}'::text[], t.created_at = x.created_at AND t.updated_at = x.created_at
+			FROM agent_execution x JOIN thread t ON t.id = x.thread_id
+			WHERE x.tenant_id = $1 AND x.execution_id = $2 AND t.thread_id = 'implicit:' || x.execution_id AND t.contact = t.thread_id`,
+			b.tenant, x.ExecutionID).Scan(&row, &sameTx))
+		return row, sameTx
+	}
+
+	fresh := start(engine.StartParams{})
+	named := start(engine.StartParams{ExecutionID: "exec-named"})
+	freshRow, freshSameTx := thread(fresh)
+	namedRow, namedSameTx := thread(named)
+	require.True(t, freshSameTx)
+	require.True(t, namedSameTx)
+	require.Equal(t, namedRow, freshRow)
+	require.Equal(t, "api", freshRow["channel"])
+	require.Eventually(t, func() bool { return len(b.channel.Messages()) == 2 }, 10*time.Second, 10*time.Millisecond)
+
+	start(engine.StartParams{ExecutionID: "exec-first", ThreadID: "implicit:exec-later"})
+	later := start(engine.StartParams{ExecutionID: "exec-later"})
+	require.Equal(t, 1, countRows(t, b.pool, `SELECT count(DISTINCT thread_id) FROM agent_execution
+	                                          WHERE tenant_id = $1 AND execution_id IN ('exec-first', $2)`, b.tenant, later.ExecutionID),
+		"the later run talks on the thread the first created")
+}
+
 // TestSettlingDuplicateExecutionIDRace: starts that race with one
 // execution_id, each on a thread of its own, each run their whole first step
 // before their row's only insert, where the duplicate shows. Exactly one

@@ -324,6 +324,25 @@ func (e *Engine) CleanupStaleLocks(ctx context.Context, tx pgx.Tx, tenantID stri
 	return cleared, nil
 }
 
+// startThread gives a start its thread, and reports whether the start
+// created it. A thread whose id the start's reservation drew (res.ThreadID)
+// is fresh: its insert is held back to go with the run's other writes, and
+// its row is the one the insert writes. Any other is ensureThread's.
+func (e *Engine) startThread(ctx context.Context, tx pgx.Tx, tenantID, threadKey string, res *dbsqlc.ExecutionReserveRow) (*dbsqlc.Thread, bool, error) {
+	if res == nil || res.ThreadID == 0 {
+		return e.ensureThread(ctx, tx, tenantID, threadKey)
+	}
+	p := &dbsqlc.ThreadInsertNewParams{ID: res.ThreadID, TenantID: tenantID, ThreadID: threadKey, Channel: "api", Contact: threadKey}
+	explain := func(err error) error { return fmt.Errorf("creating thread %s: %w", threadKey, err) }
+	if err := e.q.ThreadInsertNew(ctx, later(tx, explain), p); err != nil {
+		return nil, false, err
+	}
+	// created_at and updated_at default to now(), the reservation's
+	// created_at: the transaction's start.
+	return &dbsqlc.Thread{ID: p.ID, TenantID: tenantID, ThreadID: threadKey, Channel: p.Channel, Contact: p.Contact,
+		CreatedAt: res.CreatedAt, UpdatedAt: res.CreatedAt}, true, nil
+}
+
 // ensureThread returns the thread named threadKey, created on first use (on
 // channel "api", with the key as contact), and holds its row FOR UPDATE in
 // tx. created says tx inserted the row: no other transaction can see it

@@ -1179,7 +1179,8 @@ SELECT nextval(pg_get_serial_sequence('agent_execution', 'id'))::bigint AS id,
                               AND status IN ('pending', 'running'))))::boolean AS room,
        now()::timestamptz AS created_at,
        clock_timestamp()::timestamptz AS started_at,
-       (CASE WHEN $5::boolean THEN nextval(pg_get_serial_sequence('thread_message', 'id')) ELSE 0 END)::bigint AS message_id
+       (CASE WHEN $5::boolean THEN nextval(pg_get_serial_sequence('thread_message', 'id')) ELSE 0 END)::bigint AS message_id,
+       (CASE WHEN $6::boolean THEN nextval(pg_get_serial_sequence('thread', 'id')) ELSE 0 END)::bigint AS thread_id
 `
 
 type ExecutionReserveParams struct {
@@ -1188,6 +1189,7 @@ type ExecutionReserveParams struct {
 	SessionKey  *string
 	TenantID    string
 	DrawMessage bool
+	DrawThread  bool
 }
 
 type ExecutionReserveRow struct {
@@ -1196,6 +1198,7 @@ type ExecutionReserveRow struct {
 	CreatedAt time.Time
 	StartedAt time.Time
 	MessageID int64
+	ThreadID  int64
 }
 
 // An id and timestamps for a settling start, and whether it may run without
@@ -1207,7 +1210,8 @@ type ExecutionReserveRow struct {
 // hold a slot"); ExecutionInsertSettled writes its row. With
 // @draw_message, message_id is an id for its first outbound message
 // (MessageInsertOutbound), drawn here instead of by MessageIDNext, which
-// would cost a round trip; else 0.
+// would cost a round trip; else 0. With @draw_thread, thread_id is an id
+// for the run's implicit thread (ThreadInsertNew); else 0.
 func (q *Queries) ExecutionReserve(ctx context.Context, db DBTX, arg *ExecutionReserveParams) (*ExecutionReserveRow, error) {
 	row := db.QueryRow(ctx, executionReserve,
 		arg.Lane,
@@ -1215,6 +1219,7 @@ func (q *Queries) ExecutionReserve(ctx context.Context, db DBTX, arg *ExecutionR
 		arg.SessionKey,
 		arg.TenantID,
 		arg.DrawMessage,
+		arg.DrawThread,
 	)
 	var i ExecutionReserveRow
 	err := row.Scan(
@@ -1223,6 +1228,7 @@ func (q *Queries) ExecutionReserve(ctx context.Context, db DBTX, arg *ExecutionR
 		&i.CreatedAt,
 		&i.StartedAt,
 		&i.MessageID,
+		&i.ThreadID,
 	)
 	return &i, err
 }

@@ -358,6 +358,32 @@ func (q *Queries) ThreadInsertIfAbsent(ctx context.Context, db DBTX, arg *Thread
 	return &i, err
 }
 
+const threadInsertNew = `-- name: ThreadInsertNew :exec
+INSERT INTO thread (id, tenant_id, thread_id, channel, contact)
+VALUES ($1::bigint, $2::text, $3::text, $4::text, $5::text)
+`
+
+type ThreadInsertNewParams struct {
+	ID       int64
+	TenantID string
+	ThreadID string
+	Channel  string
+	Contact  string
+}
+
+// Creates a thread no one can have named yet under an id ExecutionReserve
+// drew (@draw_thread); a conflict is an error, not a no-op.
+func (q *Queries) ThreadInsertNew(ctx context.Context, db DBTX, arg *ThreadInsertNewParams) error {
+	_, err := db.Exec(ctx, threadInsertNew,
+		arg.ID,
+		arg.TenantID,
+		arg.ThreadID,
+		arg.Channel,
+		arg.Contact,
+	)
+	return err
+}
+
 const threadListNeedingDrain = `-- name: ThreadListNeedingDrain :many
 SELECT id
 FROM thread

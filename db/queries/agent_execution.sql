@@ -8,7 +8,8 @@
 -- hold a slot"); ExecutionInsertSettled writes its row. With
 -- @draw_message, message_id is an id for its first outbound message
 -- (MessageInsertOutbound), drawn here instead of by MessageIDNext, which
--- would cost a round trip; else 0.
+-- would cost a round trip; else 0. With @draw_thread, thread_id is an id
+-- for the run's implicit thread (ThreadInsertNew); else 0.
 SELECT nextval(pg_get_serial_sequence('agent_execution', 'id'))::bigint AS id,
        ((SELECT count(*) FROM (SELECT 1 FROM agent_execution
                                WHERE lane = @lane::text AND status = 'running'
@@ -21,7 +22,8 @@ SELECT nextval(pg_get_serial_sequence('agent_execution', 'id'))::bigint AS id,
                               AND status IN ('pending', 'running'))))::boolean AS room,
        now()::timestamptz AS created_at,
        clock_timestamp()::timestamptz AS started_at,
-       (CASE WHEN @draw_message::boolean THEN nextval(pg_get_serial_sequence('thread_message', 'id')) ELSE 0 END)::bigint AS message_id;
+       (CASE WHEN @draw_message::boolean THEN nextval(pg_get_serial_sequence('thread_message', 'id')) ELSE 0 END)::bigint AS message_id,
+       (CASE WHEN @draw_thread::boolean THEN nextval(pg_get_serial_sequence('thread', 'id')) ELSE 0 END)::bigint AS thread_id;
 
 -- name: ExecutionInsert :one
 -- A new execution, pending until its lane admits it.

@@ -8,6 +8,12 @@ VALUES (@tenant_id::text, @thread_id::text, @channel::text, @contact::text)
 ON CONFLICT DO NOTHING
 RETURNING *;
 
+-- name: ThreadInsertNew :exec
+-- Creates a thread no one can have named yet under an id ExecutionReserve
+-- drew (@draw_thread); a conflict is an error, not a no-op.
+INSERT INTO thread (id, tenant_id, thread_id, channel, contact)
+VALUES (@id::bigint, @tenant_id::text, @thread_id::text, @channel::text, @contact::text);
+
 -- name: ThreadLockByThreadID :one
 SELECT * FROM thread WHERE tenant_id = @tenant_id::text AND thread_id = @thread_id::text FOR UPDATE;
 
