@@ -148,7 +148,7 @@ func (e *Engine) StartExecution(ctx context.Context, tx pgx.Tx, p StartParams) (
 	// outside a session reserves first, drawing the thread's id too, so
 	// that its thread's insert goes with the run's other writes.
 	var reserve *dbsqlc.ExecutionReserveParams
-	var res *dbsqlc.ExecutionReserveRow
+	var res *reservation
 	if settles {
 		reserve = &dbsqlc.ExecutionReserveParams{
 			Lane: lane, LaneLimit: int32(e.laneLimit(lane)), TenantID: p.TenantID, SessionKey: session,
@@ -248,7 +248,9 @@ func (e *Engine) StartExecution(ctx context.Context, tx pgx.Tx, p StartParams) (
 			return nil, err
 		}
 	}
-	run.unsaved = slotless
+	if slotless {
+		run.unsaved = res
+	}
 	run.messageID = messageID
 	run.events = events // workflow.started goes first, written with the step's
 	if err := run.advance(ctx, nil); err != nil {

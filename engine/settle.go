@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -15,19 +16,34 @@ import (
 // under an id ExecutionReserve takes, and its step writes its row once, in
 // the state the step leaves it in (stepRun.unsaved).
 
+// reservation is a settling start's ExecutionReserve row and the moment
+// its answer came back: started_at is the database's clock then, and the
+// run's later times are that reading plus the time since, so that writing
+// them needs no round trip of its own.
+type reservation struct {
+	*dbsqlc.ExecutionReserveRow
+	answered time.Time
+}
+
+// now is the database's clock as the reservation reads it, to the
+// microsecond, as timestamptz stores it.
+func (r *reservation) now() time.Time {
+	return r.StartedAt.Add(time.Since(r.answered)).Truncate(time.Microsecond)
+}
+
 // reserveExecution takes a settling start's reservation (ExecutionReserve).
-func (e *Engine) reserveExecution(ctx context.Context, tx pgx.Tx, p *dbsqlc.ExecutionReserveParams) (*dbsqlc.ExecutionReserveRow, error) {
+func (e *Engine) reserveExecution(ctx context.Context, tx pgx.Tx, p *dbsqlc.ExecutionReserveParams) (*reservation, error) {
 	res, err := e.q.ExecutionReserve(ctx, tx, p)
 	if err != nil {
 		return nil, fmt.Errorf("reserving execution: %w", err)
 	}
-	return res, nil
+	return &reservation{ExecutionReserveRow: res, answered: time.Now()}, nil
 }
 
 // settlingRow is the row of a settling start as ExecutionInsert would have
 // written it running at its first step, with the id and times reserved for
 // it; stepRun.save or the step's end writes it.
-func settlingRow(res *dbsqlc.ExecutionReserveRow, p *dbsqlc.ExecutionInsertParams) *dbsqlc.AgentExecution {
+func settlingRow(res *reservation, p *dbsqlc.ExecutionInsertParams) *dbsqlc.AgentExecution {
 	started := res.StartedAt
 	return &dbsqlc.AgentExecution{
 		ID: res.ID, TenantID: p.TenantID, ExecutionID: p.ExecutionID, WorkflowID: p.WorkflowID, Version: p.Version,
@@ -37,6 +53,7 @@ func settlingRow(res *dbsqlc.ExecutionReserveRow, p *dbsqlc.ExecutionInsertParam
 		NodePath: []string{}, TotalSteps: p.TotalSteps, StepSeq: 1,
 		CorrelationID: p.CorrelationID, IdempotencyKey: p.IdempotencyKey, CallbackUrl: p.CallbackUrl, CallbackEvents: p.CallbackEvents, Priority: p.Priority,
 		SessionKey: p.SessionKey, CreatedAt: res.CreatedAt, StartedAt: &started, UpdatedAt: res.CreatedAt,
+		QueuedAt: &res.CreatedAt, // the column's default, now()
 	}
 }
 
@@ -46,7 +63,7 @@ func settlingRow(res *dbsqlc.ExecutionReserveRow, p *dbsqlc.ExecutionInsertParam
 // reads or updates the row or rows that refer to it, or makes the
 // execution wait.
 func (r *stepRun) needsRow(node *workflow.Node) bool {
-	if !r.unsaved {
+	if r.unsaved == nil {
 		return false
 	}
 	switch node.Type {
@@ -61,7 +78,7 @@ func (r *stepRun) needsRow(node *workflow.Node) bool {
 // save writes an unsaved execution's row as it was when its step began:
 // running at its first step. The step then updates it as usual.
 func (r *stepRun) save(ctx context.Context) error {
-	if !r.unsaved {
+	if r.unsaved == nil {
 		return nil
 	}
 	return r.insertRow(ctx, r.row)
@@ -70,7 +87,7 @@ func (r *stepRun) save(ctx context.Context) error {
 // finishStep ends the execution from its step: it updates the row, or, for
 // an unsaved one, writes it ended, as ExecutionFinishStep leaves a row.
 func (r *stepRun) finishStep(ctx context.Context, p *dbsqlc.ExecutionFinishStepParams) (*dbsqlc.AgentExecution, error) {
-	if !r.unsaved {
+	if r.unsaved == nil {
 		return r.e.q.ExecutionFinishStep(ctx, r.tx, p)
 	}
 	x := *r.row
@@ -84,10 +101,17 @@ func (r *stepRun) finishStep(ctx context.Context, p *dbsqlc.ExecutionFinishStepP
 	return r.row, nil
 }
 
-// insertRow writes the unsaved execution's row as x; the row the database
-// returns becomes the step's.
+// insertRow writes the unsaved execution's row as x, at the reservation's
+// clock; the write is held back to go with the transaction's next
+// statement or its COMMIT, and the row it writes becomes the step's.
 func (r *stepRun) insertRow(ctx context.Context, x *dbsqlc.AgentExecution) error {
-	row, err := r.e.q.ExecutionInsertSettled(ctx, r.tx, &dbsqlc.ExecutionInsertSettledParams{
+	row := *x
+	row.UpdatedAt = r.unsaved.now()
+	if row.Status == StatusCompleted || row.Status == StatusFailed {
+		row.CompletedAt = &row.UpdatedAt
+	}
+	explain := func(err error) error { return executionInsertError(err, x.ExecutionID) }
+	err := r.e.q.ExecutionInsertSettled(ctx, later(r.tx, explain), &dbsqlc.ExecutionInsertSettledParams{
 		ID: x.ID, TenantID: x.TenantID, ExecutionID: x.ExecutionID, WorkflowID: x.WorkflowID, Version: x.Version,
 		Status: x.Status, Lane: x.Lane, ThreadID: x.ThreadID, CanInheritLock: x.CanInheritLock, RestartedFrom: x.RestartedFrom,
 		CurrentNodeID: x.CurrentNodeID, Input: x.Input, Context: x.Context, Variables: x.Variables,
@@ -95,11 +119,11 @@ func (r *stepRun) insertRow(ctx context.Context, x *dbsqlc.AgentExecution) error
 		Priority: x.Priority, TotalSteps: x.TotalSteps, StepsCompleted: x.StepsCompleted, NodePath: x.NodePath, StepSeq: x.StepSeq,
 		ResultType: x.ResultType, ResultSummary: x.ResultSummary, Result: x.Result,
 		ErrorCode: x.ErrorCode, ErrorMessage: x.ErrorMessage, FailedNodeID: x.FailedNodeID, ErrorDetails: x.ErrorDetails,
-		CreatedAt: x.CreatedAt, StartedAt: x.StartedAt, SessionKey: x.SessionKey,
+		CreatedAt: x.CreatedAt, StartedAt: x.StartedAt, At: row.UpdatedAt, SessionKey: x.SessionKey,
 	})
 	if err != nil {
-		return executionInsertError(err, x.ExecutionID)
+		return err
 	}
-	r.row, r.unsaved = row, false
+	r.row, r.unsaved = &row, nil
 	return nil
 }

@@ -31,9 +31,9 @@ func (c countedConn) Write(b []byte) (int, error) {
 
 // TestSettlingStartRoundTrips counts the round trips of the bench's
 // five-node run, started as baton serve starts runs and delivered promptly:
-// four for the start transaction (BEGIN with the definition's latest
-// version, the reservation, the execution row with its implicit thread and
-// the message held back before it, the events with the COMMIT) and two for
+// three for the start transaction (BEGIN with the definition's latest
+// version; the reservation; its implicit thread, the message, the
+// execution row and the events, held back, with the COMMIT) and two for
 // the delivery (the claim, the finish). Only the engine's pool is counted, and
 // nothing but this run uses it; the test's own reads go through another.
 func TestSettlingStartRoundTrips(t *testing.T) {
@@ -92,5 +92,5 @@ func TestSettlingStartRoundTrips(t *testing.T) {
 	for range 4 {
 		run()
 	}
-	require.Equal(t, int64(4+2), run(), "round trips of a start and its delivery")
+	require.Equal(t, int64(3+2), run(), "round trips of a start and its delivery")
 }

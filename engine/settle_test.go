@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -390,6 +391,7 @@ func TestSettlingStartWritesItsRowOnce(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, [2]int64{1, 0}, [2]int64{ins, upd}, "ended in its step: inserted once, never updated")
 	row := stored(greet)
+	requireReturnedAsStored(t, greet, row)
 	require.Equal(t, engine.StatusCompleted, row.Status)
 	require.Equal(t, []string{"start", "set", "say", "end"}, row.NodePath)
 	require.Equal(t, 4, row.StepsCompleted)
@@ -412,6 +414,7 @@ func TestSettlingStartWritesItsRowOnce(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, [2]int64{1, 0}, [2]int64{ins, upd}, "failed in its step: inserted once, never updated")
 	row = stored(stranded)
+	requireReturnedAsStored(t, stranded, row)
 	require.Equal(t, engine.StatusFailed, row.Status)
 	require.Equal(t, "pick", *row.FailedNodeID)
 
@@ -450,6 +453,42 @@ func TestSettlingStartWritesItsRowOnce(t *testing.T) {
 	var pgErr *pgconn.PgError
 	require.ErrorAs(t, err, &pgErr)
 	require.Equal(t, "23503", pgErr.Code, "a message of no execution is refused")
+}
+
+// requireReturnedAsStored checks that what a settling start returned is
+// the row its held-back insert wrote, times included: the start computes
+// the row it returns instead of reading it back.
+func requireReturnedAsStored(t *testing.T, returned, stored *engine.Execution) {
+	t.Helper()
+	times := func(x *engine.Execution) []string {
+		out := []string{x.CreatedAt.UTC().String(), x.UpdatedAt.UTC().String()}
+		for _, at := range []*time.Time{x.StartedAt, x.CurrentStepAt, x.CompletedAt} {
+			if at == nil {
+				out = append(out, "nil")
+				continue
+			}
+			out = append(out, at.UTC().String())
+		}
+		return out
+	}
+	require.Equal(t, times(stored), times(returned), "created, updated, started, current step, completed")
+	require.Equal(t, stored.Status, returned.Status)
+	require.Equal(t, stored.NodePath, returned.NodePath)
+	require.Equal(t, stored.CurrentNodeID, returned.CurrentNodeID)
+	require.Equal(t, [3]int64{int64(stored.StepsCompleted), int64(stored.TotalSteps), stored.StepSeq},
+		[3]int64{int64(returned.StepsCompleted), int64(returned.TotalSteps), returned.StepSeq})
+	require.Equal(t, stored.Variables, returned.Variables)
+	require.Equal(t, stored.ResultType, returned.ResultType)
+	require.Equal(t, stored.ResultSummary, returned.ResultSummary)
+	require.Equal(t, stored.ErrorCode, returned.ErrorCode)
+	require.Equal(t, stored.FailedNodeID, returned.FailedNodeID)
+	for _, doc := range [][2]json.RawMessage{{stored.Result, returned.Result}, {stored.ErrorDetailsJSON, returned.ErrorDetailsJSON}} {
+		if doc[0] == nil || doc[1] == nil {
+			require.Equal(t, doc[0] == nil, doc[1] == nil)
+			continue
+		}
+		require.JSONEq(t, string(doc[0]), string(doc[1]))
+	}
 }
 
 // TestImplicitThreads: a settling start given neither a thread nor an

@@ -159,13 +159,13 @@ type stepRun struct {
 	// transaction runs it until it ends or waits (engine/lane.go, "Runs
 	// that never hold a slot"), so ending or waiting frees no slot.
 	slotless bool
-	// unsaved says the execution's row is not written yet: a slotless run
-	// whose reserved row (ExecutionReserve) is written once, in the state
-	// the step leaves it in, when the step ends it. Until then the step
-	// runs only nodes that need no row (needsRow); before any other, save
-	// writes the row as it was at the start, and the step goes on as for
-	// any running execution.
-	unsaved bool
+	// unsaved, while set, says the execution's row is not written yet: a
+	// slotless run whose reserved row (ExecutionReserve, this reservation)
+	// is written once, in the state the step leaves it in, when the step
+	// ends it. Until then the step runs only nodes that need no row
+	// (needsRow); before any other, save writes the row as it was at the
+	// start, and the step goes on as for any running execution.
+	unsaved *reservation
 	// conditionTime is how long the step's conditions have run; past
 	// stepConditionTime the step fails, so that a chain of conditions,
 	// each within its cost, cannot hold the thread's row for long.

@@ -328,7 +328,7 @@ func (e *Engine) CleanupStaleLocks(ctx context.Context, tx pgx.Tx, tenantID stri
 // created it. A thread whose id the start's reservation drew (res.ThreadID)
 // is fresh: its insert is held back to go with the run's other writes, and
 // its row is the one the insert writes. Any other is ensureThread's.
-func (e *Engine) startThread(ctx context.Context, tx pgx.Tx, tenantID, threadKey string, res *dbsqlc.ExecutionReserveRow) (*dbsqlc.Thread, bool, error) {
+func (e *Engine) startThread(ctx context.Context, tx pgx.Tx, tenantID, threadKey string, res *reservation) (*dbsqlc.Thread, bool, error) {
 	if res == nil || res.ThreadID == 0 {
 		return e.ensureThread(ctx, tx, tenantID, threadKey)
 	}

@@ -744,7 +744,7 @@ func (q *Queries) ExecutionInsert(ctx context.Context, db DBTX, arg *ExecutionIn
 	return &i, err
 }
 
-const executionInsertSettled = `-- name: ExecutionInsertSettled :one
+const executionInsertSettled = `-- name: ExecutionInsertSettled :exec
 INSERT INTO agent_execution (
     id, tenant_id, execution_id, workflow_id, version, status, lane, thread_id,
     can_inherit_lock, restarted_from, current_node_id,
@@ -762,13 +762,9 @@ SELECT
     $24, $25, $26,
     $27, $28, $29, $30,
     $31, $32, $32,
-    -- One clock reading, after started_at, for an ended row's completed_at
-    -- and for updated_at.
-    CASE WHEN $6::execution_status IN ('completed', 'failed') THEN clock.at END,
-    clock.at,
-    $33
-FROM (SELECT clock_timestamp() AS at) clock
-RETURNING id, tenant_id, execution_id, workflow_id, version, status, lane, session_key, thread_id, parent_execution_id, can_inherit_lock, restarted_from, current_node_id, current_step_started_at, input, context, variables, conversation_history, node_path, steps_completed, total_steps, step_seq, waiting_for, waiting_until, waiting_data, wait_seq, event_data, result_type, result_summary, result, error_code, error_message, failed_node_id, cancelled_by, cancel_reason, correlation_id, idempotency_key, callback_url, priority, created_at, started_at, updated_at, completed_at, node_attempt, error_details, lock_inherited_from, queued_at, admit_first, step_recoveries, callback_events
+    CASE WHEN $6::execution_status IN ('completed', 'failed') THEN $33::timestamptz END,
+    $33::timestamptz,
+    $34
 `
 
 type ExecutionInsertSettledParams struct {
@@ -804,14 +800,17 @@ type ExecutionInsertSettledParams struct {
 	ErrorDetails   json.RawMessage
 	CreatedAt      time.Time
 	StartedAt      *time.Time
+	At             time.Time
 	SessionKey     *string
 }
 
 // Writes a settling start's row (ExecutionReserve), once, as its start
 // transaction leaves it: running when the step goes on to something that
-// needs the row, or ended (completed_at set) when the step ends it.
-func (q *Queries) ExecutionInsertSettled(ctx context.Context, db DBTX, arg *ExecutionInsertSettledParams) (*AgentExecution, error) {
-	row := db.QueryRow(ctx, executionInsertSettled,
+// needs the row, or ended (completed_at set) when the step ends it. @at is
+// the database's clock when the row is written, as the start reads it
+// (engine.reservation.now); the other defaults are the table's.
+func (q *Queries) ExecutionInsertSettled(ctx context.Context, db DBTX, arg *ExecutionInsertSettledParams) error {
+	_, err := db.Exec(ctx, executionInsertSettled,
 		arg.ID,
 		arg.TenantID,
 		arg.ExecutionID,
@@ -844,62 +843,10 @@ func (q *Queries) ExecutionInsertSettled(ctx context.Context, db DBTX, arg *Exec
 		arg.ErrorDetails,
 		arg.CreatedAt,
 		arg.StartedAt,
+		arg.At,
 		arg.SessionKey,
 	)
-	var i AgentExecution
-	err := row.Scan(
-		&i.ID,
-		&i.TenantID,
-		&i.ExecutionID,
-		&i.WorkflowID,
-		&i.Version,
-		&i.Status,
-		&i.Lane,
-		&i.SessionKey,
-		&i.ThreadID,
-		&i.ParentExecutionID,
-		&i.CanInheritLock,
-		&i.RestartedFrom,
-		&i.CurrentNodeID,
-		&i.CurrentStepStartedAt,
-		&i.Input,
-		&i.Context,
-		&i.Variables,
-		&i.ConversationHistory,
-		&i.NodePath,
-		&i.StepsCompleted,
-		&i.TotalSteps,
-		&i.StepSeq,
-		&i.WaitingFor,
-		&i.WaitingUntil,
-		&i.WaitingData,
-		&i.WaitSeq,
-		&i.EventData,
-		&i.ResultType,
-		&i.ResultSummary,
-		&i.Result,
-		&i.ErrorCode,
-		&i.ErrorMessage,
-		&i.FailedNodeID,
-		&i.CancelledBy,
-		&i.CancelReason,
-		&i.CorrelationID,
-		&i.IdempotencyKey,
-		&i.CallbackUrl,
-		&i.Priority,
-		&i.CreatedAt,
-		&i.StartedAt,
-		&i.UpdatedAt,
-		&i.CompletedAt,
-		&i.NodeAttempt,
-		&i.ErrorDetails,
-		&i.LockInheritedFrom,
-		&i.QueuedAt,
-		&i.AdmitFirst,
-		&i.StepRecoveries,
-		&i.CallbackEvents,
-	)
-	return &i, err
+	return err
 }
 
 const executionListStranded = `-- name: ExecutionListStranded :many

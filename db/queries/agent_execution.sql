@@ -42,10 +42,12 @@ VALUES (
 )
 RETURNING *;
 
--- name: ExecutionInsertSettled :one
+-- name: ExecutionInsertSettled :exec
 -- Writes a settling start's row (ExecutionReserve), once, as its start
 -- transaction leaves it: running when the step goes on to something that
--- needs the row, or ended (completed_at set) when the step ends it.
+-- needs the row, or ended (completed_at set) when the step ends it. @at is
+-- the database's clock when the row is written, as the start reads it
+-- (engine.reservation.now); the other defaults are the table's.
 INSERT INTO agent_execution (
     id, tenant_id, execution_id, workflow_id, version, status, lane, thread_id,
     can_inherit_lock, restarted_from, current_node_id,
@@ -63,13 +65,9 @@ SELECT
     sqlc.narg('result_type'), sqlc.narg('result_summary'), sqlc.narg('result'),
     sqlc.narg('error_code'), sqlc.narg('error_message'), sqlc.narg('failed_node_id'), sqlc.narg('error_details'),
     @created_at, @started_at, @started_at,
-    -- One clock reading, after started_at, for an ended row's completed_at
-    -- and for updated_at.
-    CASE WHEN @status::execution_status IN ('completed', 'failed') THEN clock.at END,
-    clock.at,
-    sqlc.narg('session_key')
-FROM (SELECT clock_timestamp() AS at) clock
-RETURNING *;
+    CASE WHEN @status::execution_status IN ('completed', 'failed') THEN @at::timestamptz END,
+    @at::timestamptz,
+    sqlc.narg('session_key');
 
 -- name: ExecutionGetByID :one
 SELECT * FROM agent_execution WHERE id = @id::bigint;
