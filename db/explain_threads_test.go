@@ -10,6 +10,10 @@ func threadCases() []queryCase {
 			_, _ = q.ThreadInsertIfAbsent(ctx, r, &dbsqlc.ThreadInsertIfAbsentParams{
 				TenantID: "t42", ThreadID: "thread-new", Channel: "api", Contact: "thread-new"})
 		}},
+		{"ThreadInsertNew", write, func(r *recorder) {
+			_ = q.ThreadInsertNew(ctx, r, &dbsqlc.ThreadInsertNewParams{
+				ID: 2000000, TenantID: "t42", ThreadID: "implicit:exec-new", Channel: "api", Contact: "implicit:exec-new"})
+		}},
 		{"ThreadLockByThreadID", slice, func(r *recorder) {
 			_, _ = q.ThreadLockByThreadID(ctx, r, &dbsqlc.ThreadLockByThreadIDParams{TenantID: "t42", ThreadID: "thread-54342"})
 		}},
