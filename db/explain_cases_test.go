@@ -63,7 +63,7 @@ func executionCases() []queryCase {
 			_ = q.ExecutionInsertSettled(ctx, r, &dbsqlc.ExecutionInsertSettledParams{
 				ID: 2000000, TenantID: "t42", ExecutionID: "exec-new", WorkflowID: "wf-1", Version: "1.0",
 				Status: dbsqlc.ExecutionStatusRunning, Lane: "main", ThreadID: 54342, Input: raw, Context: raw,
-				Variables: raw, NodePath: []string{"start"}, CreatedAt: time.Now(), StartedAt: ptr(time.Now()), At: time.Now()})
+				Variables: raw, NodePath: []string{"start"}, CreatedAt: time.Now(), StartedAt: ptr(time.Now()), UpdatedAt: time.Now()})
 		}},
 		{"ExecutionGetByID", slice, func(r *recorder) { _, _ = q.ExecutionGetByID(ctx, r, 54342) }},
 		{"ExecutionGetByExecutionID", slice, func(r *recorder) {

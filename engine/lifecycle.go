@@ -163,7 +163,7 @@ func (e *Engine) StartExecution(ctx context.Context, tx pgx.Tx, p StartParams) (
 	if err != nil {
 		return nil, err
 	}
-	if reserve != nil && res == nil {
+	if reserve != nil && !reserve.DrawThread {
 		if res, err = e.reserveExecution(ctx, tx, reserve); err != nil {
 			return nil, err
 		}

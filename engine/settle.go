@@ -107,7 +107,7 @@ func (r *stepRun) finishStep(ctx context.Context, p *dbsqlc.ExecutionFinishStepP
 func (r *stepRun) insertRow(ctx context.Context, x *dbsqlc.AgentExecution) error {
 	row := *x
 	row.UpdatedAt = r.unsaved.now()
-	if row.Status == StatusCompleted || row.Status == StatusFailed {
+	if IsTerminal(row.Status) {
 		row.CompletedAt = &row.UpdatedAt
 	}
 	explain := func(err error) error { return executionInsertError(err, x.ExecutionID) }
@@ -119,7 +119,7 @@ func (r *stepRun) insertRow(ctx context.Context, x *dbsqlc.AgentExecution) error
 		Priority: x.Priority, TotalSteps: x.TotalSteps, StepsCompleted: x.StepsCompleted, NodePath: x.NodePath, StepSeq: x.StepSeq,
 		ResultType: x.ResultType, ResultSummary: x.ResultSummary, Result: x.Result,
 		ErrorCode: x.ErrorCode, ErrorMessage: x.ErrorMessage, FailedNodeID: x.FailedNodeID, ErrorDetails: x.ErrorDetails,
-		CreatedAt: x.CreatedAt, StartedAt: x.StartedAt, At: row.UpdatedAt, SessionKey: x.SessionKey,
+		CreatedAt: x.CreatedAt, StartedAt: x.StartedAt, CompletedAt: row.CompletedAt, UpdatedAt: row.UpdatedAt, SessionKey: x.SessionKey,
 	})
 	if err != nil {
 		return err

@@ -762,9 +762,9 @@ SELECT
     $24, $25, $26,
     $27, $28, $29, $30,
     $31, $32, $32,
-    CASE WHEN $6::execution_status IN ('completed', 'failed') THEN $33::timestamptz END,
     $33::timestamptz,
-    $34
+    $34::timestamptz,
+    $35
 `
 
 type ExecutionInsertSettledParams struct {
@@ -800,15 +800,17 @@ type ExecutionInsertSettledParams struct {
 	ErrorDetails   json.RawMessage
 	CreatedAt      time.Time
 	StartedAt      *time.Time
-	At             time.Time
+	CompletedAt    *time.Time
+	UpdatedAt      time.Time
 	SessionKey     *string
 }
 
 // Writes a settling start's row (ExecutionReserve), once, as its start
 // transaction leaves it: running when the step goes on to something that
-// needs the row, or ended (completed_at set) when the step ends it. @at is
-// the database's clock when the row is written, as the start reads it
-// (engine.reservation.now); the other defaults are the table's.
+// needs the row, or ended (completed_at set) when the step ends it.
+// @updated_at is the database's clock when the row is written, as the
+// start reads it (engine.reservation.now), and an ended row's
+// completed_at; the other defaults are the table's.
 func (q *Queries) ExecutionInsertSettled(ctx context.Context, db DBTX, arg *ExecutionInsertSettledParams) error {
 	_, err := db.Exec(ctx, executionInsertSettled,
 		arg.ID,
@@ -843,7 +845,8 @@ func (q *Queries) ExecutionInsertSettled(ctx context.Context, db DBTX, arg *Exec
 		arg.ErrorDetails,
 		arg.CreatedAt,
 		arg.StartedAt,
-		arg.At,
+		arg.CompletedAt,
+		arg.UpdatedAt,
 		arg.SessionKey,
 	)
 	return err

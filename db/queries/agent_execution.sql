@@ -45,9 +45,10 @@ RETURNING *;
 -- name: ExecutionInsertSettled :exec
 -- Writes a settling start's row (ExecutionReserve), once, as its start
 -- transaction leaves it: running when the step goes on to something that
--- needs the row, or ended (completed_at set) when the step ends it. @at is
--- the database's clock when the row is written, as the start reads it
--- (engine.reservation.now); the other defaults are the table's.
+-- needs the row, or ended (completed_at set) when the step ends it.
+-- @updated_at is the database's clock when the row is written, as the
+-- start reads it (engine.reservation.now), and an ended row's
+-- completed_at; the other defaults are the table's.
 INSERT INTO agent_execution (
     id, tenant_id, execution_id, workflow_id, version, status, lane, thread_id,
     can_inherit_lock, restarted_from, current_node_id,
@@ -65,8 +66,8 @@ SELECT
     sqlc.narg('result_type'), sqlc.narg('result_summary'), sqlc.narg('result'),
     sqlc.narg('error_code'), sqlc.narg('error_message'), sqlc.narg('failed_node_id'), sqlc.narg('error_details'),
     @created_at, @started_at, @started_at,
-    CASE WHEN @status::execution_status IN ('completed', 'failed') THEN @at::timestamptz END,
-    @at::timestamptz,
+    sqlc.narg('completed_at')::timestamptz,
+    @updated_at::timestamptz,
     sqlc.narg('session_key');
 
 -- name: ExecutionGetByID :one
