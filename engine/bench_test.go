@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/batonrun/baton/engine"
+	"github.com/batonrun/baton/internal/benchkit"
 	"github.com/batonrun/baton/internal/pgtest"
 	"github.com/batonrun/baton/jobs"
 )
@@ -349,4 +350,19 @@ func BenchmarkManyThreads(b *testing.B) {
 	b.StopTimer()
 	b.ReportMetric(float64(b.N*10_000)/elapsed.Seconds(), "msgs/s")
 	sendTimes(b, bb.pool)
+}
+
+// BenchmarkSettlingStart starts baton bench's five-node run (five nodes,
+// one message) one at a time: each settles in its start transaction. It
+// reports what the process allocates per start (B/op, allocs/op, with the
+// run's delivery and River's polling in the background), which the Go
+// collector's share of the five-node figure follows; its ns/op is one
+// client's latency, not a throughput.
+func BenchmarkSettlingStart(b *testing.B) {
+	bb := benchSetup(b, nil)
+	bb.define(b, benchkit.FiveNodeWorkflow)
+	b.ReportAllocs()
+	for b.Loop() {
+		bb.start(b, "bench", "", benchkit.FiveNodeInput())
+	}
 }

@@ -68,6 +68,12 @@ func (l *eventLog) add(action, level, nodeID, message string, payload map[string
 	if payload == nil {
 		payload = map[string]any{}
 	}
+	l.addValue(action, level, nodeID, message, payload)
+}
+
+// addValue is add with a payload of any type that marshals to a JSON
+// object, such as *stepUpdate.
+func (l *eventLog) addValue(action, level, nodeID, message string, payload any) {
 	r := &l.rows
 	r.TenantIds = append(r.TenantIds, l.tenantID)
 	r.ExecutionIds = append(r.ExecutionIds, l.executionID)

@@ -82,7 +82,7 @@ func (e *Engine) timeoutLocked(ctx context.Context, tx pgx.Tx, thread *dbsqlc.Th
 		at, _ := obj["actionType"].(string)
 		params, _ := obj["parameters"].(map[string]any)
 		action := &workflow.Node{ID: fmt.Sprintf("%s:timeout:%d", node.ID, i), Type: workflow.NodeAction, ActionType: at, Parameters: params}
-		failure, err := run.runAction(ctx, action, map[string]any{})
+		failure, err := run.runAction(ctx, action, &stepUpdate{}) // no step event: the payload is dropped
 		if err != nil {
 			return fmt.Errorf("running timeout action %d of node %s: %w", i, node.ID, err)
 		}

@@ -21,7 +21,7 @@ const EventAgentCompleted = "workflow.agent_completed"
 // canInheritLock = waitForCompletion}. With waitForCompletion the parent
 // then waits for `agent` until the child's finalize resumes it; without it
 // the parent carries on. waited reports that the parent now waits.
-func (r *stepRun) triggerAgent(ctx context.Context, node *workflow.Node, payload map[string]any) (failure *stepFailure, waited bool, err error) {
+func (r *stepRun) triggerAgent(ctx context.Context, node *workflow.Node, payload *stepUpdate) (failure *stepFailure, waited bool, err error) {
 	in := r.interpolation()
 	params, _ := in.Value(orEmpty(node.Parameters)).(map[string]any)
 	if f := r.rendered(node, in); f != nil {
@@ -61,7 +61,7 @@ func (r *stepRun) triggerAgent(ctx context.Context, node *workflow.Node, payload
 		return nil, false, fmt.Errorf("starting child execution: %w", err)
 	}
 	r.vars["triggeredExecutionId"] = child.ExecutionID
-	payload["step_result"] = map[string]any{"triggeredExecutionId": child.ExecutionID, "waitForCompletion": wait}
+	payload.StepResult = map[string]any{"triggeredExecutionId": child.ExecutionID, "waitForCompletion": wait}
 	r.e.InfoContext(ctx, fmt.Sprintf("Execution %s triggered execution %s (%s)", r.row.ExecutionID, child.ExecutionID, workflowID),
 		append(r.logAttrs(), "child_execution_id", child.ExecutionID, "wait_for_completion", wait)...)
 	if !wait {

@@ -31,7 +31,7 @@ const (
 // when it has one, then moves the execution running → waiting in the step's
 // transaction, with the workflow.waiting event and the wait's timeout job.
 // A timeout that resolves to something unusable fails the execution.
-func (r *stepRun) enterWait(ctx context.Context, node *workflow.Node, payload map[string]any) (*stepFailure, error) {
+func (r *stepRun) enterWait(ctx context.Context, node *workflow.Node, payload *stepUpdate) (*stepFailure, error) {
 	kind, _ := workflow.WaitKindOf(node.ActionType)
 	in := r.interpolation()
 	params, _ := in.Value(orEmpty(node.Parameters)).(map[string]any)
@@ -93,9 +93,9 @@ func (r *stepRun) enterWait(ctx context.Context, node *workflow.Node, payload ma
 		if err != nil {
 			return nil, err
 		}
-		payload["notification_message_id"] = sent["message_id"]
+		payload.NotificationMessageID = sent["message_id"]
 	}
-	payload["waiting_for"] = kind.WaitingFor
+	payload.WaitingFor = &kind.WaitingFor
 	vars, failure := r.variables(node.ID)
 	if failure != nil {
 		return failure, nil
