@@ -37,10 +37,11 @@ build:
 	go build -o bin/baton ./cmd/baton
 
 # Engine benchmarks (resume latency, timeout lateness, thread
-# throughput and turn wait, inbound reply and lane admission). Not part of
+# throughput and turn wait, inbound reply, lane admission, and what a
+# settling start allocates). Not part of
 # `make test`, which only compiles them.
 bench:
-	go test -run '^$$' -bench 'ResumeLatency|TimeoutLateness|HotThread|InboundReply|AdmissionWhenSlotFrees' -benchtime 100x -timeout 30m ./engine/
+	go test -run '^$$' -bench 'ResumeLatency|TimeoutLateness|HotThread|InboundReply|AdmissionWhenSlotFrees|SettlingStart' -benchtime 100x -timeout 30m ./engine/
 	go test -run '^$$' -bench 'ManyThreads' -benchtime 1x -timeout 30m ./engine/
 
 # The peer bench (bench/peers, a module of its own so that Baton never
