@@ -353,13 +353,15 @@ func BenchmarkManyThreads(b *testing.B) {
 }
 
 // BenchmarkSettlingStart starts baton bench's five-node run (five nodes,
-// one message) one at a time: each settles in its start transaction. It
-// reports what the process allocates per start (B/op, allocs/op, with the
-// run's delivery and River's polling in the background), which the Go
+// one message) one at a time: each settles in its start transaction and
+// its message is delivered promptly, as in baton serve. It reports what
+// the process allocates per start (B/op, allocs/op, with the run's
+// delivery and River's polling in the background), which the Go
 // collector's share of the five-node figure follows; its ns/op is one
 // client's latency, not a throughput.
 func BenchmarkSettlingStart(b *testing.B) {
 	bb := benchSetup(b, nil)
+	b.Cleanup(bb.engine.DeliverPromptly(engine.DefaultPromptSlots))
 	bb.define(b, benchkit.FiveNodeWorkflow)
 	b.ReportAllocs()
 	for b.Loop() {
