@@ -384,7 +384,7 @@ func (e *Engine) startSessionRun(ctx context.Context, tx pgx.Tx, s *sessionCtx, 
 	}
 	return e.StartExecution(ctx, tx, StartParams{
 		TenantID: s.thread.TenantID, WorkflowID: s.workflow, Version: s.version, ThreadID: s.thread.ThreadID, SessionKey: s.session,
-		Input: map[string]any{"lastResponse": prompt, "inboundMessages": list}, Priority: 5,
+		Input: map[string]any{"lastResponse": prompt, "inboundMessages": list}, Priority: 5, heldSession: s,
 	})
 }
 

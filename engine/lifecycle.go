@@ -71,6 +71,11 @@ type StartParams struct {
 	// lane.dispatch job. Under concurrent starts that turns a job hop per
 	// start into a short wait.
 	LaneFirst bool
+	// heldSession is the session an inbound message's transaction holds
+	// (lockSession): its session lane's row and its thread's row are
+	// already tx's, so the start neither waits for the lane nor resolves
+	// the thread by its key again.
+	heldSession *sessionCtx
 }
 
 // StartExecution creates an execution and starts it, in tx: the execution
@@ -135,7 +140,7 @@ func (e *Engine) StartExecution(ctx context.Context, tx pgx.Tx, p StartParams) (
 		session = &p.SessionKey
 	}
 	switch {
-	case settles && session != nil:
+	case settles && session != nil && p.heldSession == nil:
 		if _, _, err := e.lockLane(ctx, tx, p.TenantID, p.SessionKey, true); err != nil {
 			return nil, err
 		}
@@ -159,7 +164,7 @@ func (e *Engine) StartExecution(ctx context.Context, tx pgx.Tx, p StartParams) (
 			return nil, err
 		}
 	}
-	thread, threadCreated, err := e.startThread(ctx, tx, p.TenantID, threadKey, res)
+	thread, threadCreated, err := e.startThread(ctx, tx, p.TenantID, threadKey, res, p.heldSession)
 	if err != nil {
 		return nil, err
 	}

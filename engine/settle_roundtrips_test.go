@@ -29,26 +29,24 @@ func (c countedConn) Write(b []byte) (int, error) {
 	return c.Conn.Write(b)
 }
 
-// TestSettlingStartRoundTrips counts the round trips of the bench's
-// five-node run, started as baton serve starts runs and delivered promptly:
-// three for the start transaction (BEGIN with the definition's latest
-// version; the reservation; its implicit thread, the message, the
-// execution row and the events, held back, with the COMMIT) and two for
-// the delivery (the claim, the finish). Only the engine's pool is counted, and
-// nothing but this run uses it; the test's own reads go through another.
-func TestSettlingStartRoundTrips(t *testing.T) {
+// countedEngine is an engine on a pool of two connections whose round
+// trips writes counts, delivering promptly as baton serve does, with a
+// River client that only inserts. reader is another pool, for the test's
+// own reads, so that only the engine's work is counted.
+func countedEngine(t *testing.T) (eng *engine.Engine, channel *engine.MemoryChannel, reader *pgxpool.Pool, writes *atomic.Int64) {
+	t.Helper()
 	ctx := context.Background()
 	url := pgtest.NewDatabase(t)
 	cfg, err := pgxpool.ParseConfig(url)
 	require.NoError(t, err)
-	var writes atomic.Int64
+	writes = &atomic.Int64{}
 	dial := cfg.ConnConfig.DialFunc
 	cfg.ConnConfig.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
 		c, err := dial(ctx, network, addr)
 		if err != nil {
 			return nil, err
 		}
-		return countedConn{Conn: c, writes: &writes}, nil
+		return countedConn{Conn: c, writes: writes}, nil
 	}
 	cfg.MaxConns = 2
 	cfg.HealthCheckPeriod = time.Hour
@@ -56,23 +54,52 @@ func TestSettlingStartRoundTrips(t *testing.T) {
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
-	reader, err := pgxpool.New(ctx, url)
+	reader, err = pgxpool.New(ctx, url)
 	require.NoError(t, err)
 	t.Cleanup(reader.Close)
-	channel := &engine.MemoryChannel{}
-	eng, err := engine.New(engine.Config{Pool: pool, Channel: channel})
+	channel = &engine.MemoryChannel{}
+	eng, err = engine.New(engine.Config{Pool: pool, Channel: channel})
 	require.NoError(t, err)
 	_, err = jobs.NewClient(pool, jobs.Config{Engine: eng, InsertOnly: true})
 	require.NoError(t, err)
 	t.Cleanup(eng.DeliverPromptly(8))
-	_, _, err = eng.DefineWorkflow(ctx, pool, "tenant-rt", []byte(benchkit.FiveNodeWorkflow))
-	require.NoError(t, err)
+	return eng, channel, reader, writes
+}
 
-	// run starts one run and waits until its message is delivered and
-	// recorded so, and returns the round trips it took.
-	run := func() int64 {
-		t.Helper()
+// roundTrips runs send, waits until every message is delivered and
+// recorded so, and returns the round trips it all took. The first calls
+// prepare each statement on each connection, a round trip of its own, so
+// it runs send four times before the one it counts.
+func roundTrips(t *testing.T, channel *engine.MemoryChannel, reader *pgxpool.Pool, writes *atomic.Int64, send func()) int64 {
+	t.Helper()
+	once := func() int64 {
 		before, delivered := writes.Load(), len(channel.Messages())
+		send()
+		require.Eventually(t, func() bool {
+			var pending int
+			require.NoError(t, reader.QueryRow(context.Background(), `SELECT count(*) FROM thread_message WHERE status = 'pending'`).Scan(&pending))
+			return pending == 0 && len(channel.Messages()) > delivered
+		}, 10*time.Second, time.Millisecond)
+		return writes.Load() - before
+	}
+	for range 4 {
+		once()
+	}
+	return once()
+}
+
+// TestSettlingStartRoundTrips counts the round trips of the bench's
+// five-node run, started as baton serve starts runs and delivered promptly:
+// three for the start transaction (BEGIN with the definition's latest
+// version; the reservation; its implicit thread, the message, the
+// execution row and the events, held back, with the COMMIT) and two for
+// the delivery (the claim, the finish).
+func TestSettlingStartRoundTrips(t *testing.T) {
+	ctx := context.Background()
+	eng, channel, reader, writes := countedEngine(t)
+	_, _, err := eng.DefineWorkflow(ctx, reader, "tenant-rt", []byte(benchkit.FiveNodeWorkflow))
+	require.NoError(t, err)
+	n := roundTrips(t, channel, reader, writes, func() {
 		require.NoError(t, eng.WithTx(ctx, func(tx pgx.Tx) error {
 			x, err := eng.StartExecution(ctx, tx, engine.StartParams{TenantID: "tenant-rt", WorkflowID: "bench", Input: benchkit.FiveNodeInput()})
 			if err == nil && x.Status != engine.StatusCompleted {
@@ -80,17 +107,36 @@ func TestSettlingStartRoundTrips(t *testing.T) {
 			}
 			return err
 		}))
-		require.Eventually(t, func() bool {
-			var pending int
-			require.NoError(t, reader.QueryRow(ctx, `SELECT count(*) FROM thread_message WHERE status = 'pending'`).Scan(&pending))
-			return pending == 0 && len(channel.Messages()) > delivered
-		}, 10*time.Second, time.Millisecond)
-		return writes.Load() - before
-	}
-	// The first runs prepare each statement on each connection: a round
-	// trip of its own.
-	for range 4 {
-		run()
-	}
-	require.Equal(t, int64(3+2), run(), "round trips of a start and its delivery")
+	})
+	require.Equal(t, int64(3+2), n, "round trips of a start and its delivery")
+}
+
+// TestInboundStartRoundTrips counts the round trips of an inbound message
+// that starts a run of its thread's default workflow (the five-node run,
+// which settles), as figure 3 of the peer bench sends them, and of the
+// run's delivery. The router's transaction holds the session lane's row
+// and the thread's row before it starts the run; the start takes neither
+// again by the thread's key (StartParams.heldSession): the thread is read
+// again by its id, in one round trip, instead of the session lane's lock,
+// the thread's insert-if-absent and its lock by key, in three.
+func TestInboundStartRoundTrips(t *testing.T) {
+	ctx := context.Background()
+	eng, channel, reader, writes := countedEngine(t)
+	inbound := benchkit.FiveNode{ID: "inbound", Name: "lastResponse", Condition: "${lastResponse} != ''"}.JSON()
+	_, _, err := eng.DefineWorkflow(ctx, reader, "tenant-rt", []byte(inbound))
+	require.NoError(t, err)
+	noDebounce := 0
+	_, _, err = eng.UpsertThread(ctx, reader, engine.ThreadUpsert{TenantID: "tenant-rt", ThreadID: "conversation", Channel: "whatsapp",
+		Contact: "+5215550001", DefaultWorkflowID: "inbound", Queue: &engine.QueueSettings{Mode: "followup", DebounceMS: &noDebounce}})
+	require.NoError(t, err)
+	n := roundTrips(t, channel, reader, writes, func() {
+		require.NoError(t, eng.WithTx(ctx, func(tx pgx.Tx) error {
+			res, err := eng.ReceiveInboundTx(ctx, tx, engine.InboundParams{TenantID: "tenant-rt", ThreadID: "conversation", Text: "hola"})
+			if err == nil && res.ExecutionID == nil {
+				t.Errorf("the message started no run: %s", res.Outcome)
+			}
+			return err
+		}))
+	})
+	require.Equal(t, int64(15+2), n, "round trips of an inbound message's transaction and its delivery")
 }

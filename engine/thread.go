@@ -327,8 +327,14 @@ func (e *Engine) CleanupStaleLocks(ctx context.Context, tx pgx.Tx, tenantID stri
 // startThread gives a start its thread, and reports whether the start
 // created it. A thread whose id the start's reservation drew (res.ThreadID)
 // is fresh: its insert is held back to go with the run's other writes, and
-// its row is the one the insert writes. Any other is ensureThread's.
-func (e *Engine) startThread(ctx context.Context, tx pgx.Tx, tenantID, threadKey string, res *reservation) (*dbsqlc.Thread, bool, error) {
+// its row is the one the insert writes. A held session's thread is read
+// again by its id (tx holds it; what tx wrote to it since counts). Any
+// other is ensureThread's.
+func (e *Engine) startThread(ctx context.Context, tx pgx.Tx, tenantID, threadKey string, res *reservation, held *sessionCtx) (*dbsqlc.Thread, bool, error) {
+	if held != nil {
+		t, err := e.lockThread(ctx, tx, held.thread.ID)
+		return t, false, err
+	}
 	if res == nil || res.ThreadID == 0 {
 		return e.ensureThread(ctx, tx, tenantID, threadKey)
 	}
