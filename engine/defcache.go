@@ -25,20 +25,31 @@ const DefaultDefinitionCacheVersions = 10_000
 // definitions are immutable, so an entry never goes stale; an evicted one
 // is read again from the database when it is needed.
 type definitionCache struct {
-	mu     sync.Mutex
-	byID   *simplelru.LRU[int64, *StoredDefinition]
-	byKey  map[string]int64
-	bytes  int
-	budget int
+	mu    sync.Mutex
+	byID  *simplelru.LRU[int64, *StoredDefinition]
+	byKey map[string]int64
+	// latestSeen holds, for each (tenant, workflow), the row id of the
+	// latest version this process last read, while that version is
+	// cached: a guess that a start checks (Engine.startDefinition).
+	latestSeen map[string]int64
+	bytes      int
+	budget     int
 }
 
 func newDefinitionCache(versions, budget int) *definitionCache {
-	c := &definitionCache{byKey: map[string]int64{}, budget: budget}
-	c.byID, _ = simplelru.NewLRU(versions, func(_ int64, d *StoredDefinition) {
+	c := &definitionCache{byKey: map[string]int64{}, latestSeen: map[string]int64{}, budget: budget}
+	c.byID, _ = simplelru.NewLRU(versions, func(id int64, d *StoredDefinition) {
 		c.bytes -= entrySize(d)
 		delete(c.byKey, versionKey(d.TenantID, d.WorkflowID, d.Version))
+		if key := workflowKey(d.TenantID, d.WorkflowID); c.latestSeen[key] == id {
+			delete(c.latestSeen, key)
+		}
 	})
 	return c
+}
+
+func workflowKey(tenantID, workflowID string) string {
+	return tenantID + "\x00" + workflowID
 }
 
 func versionKey(tenantID, workflowID, version string) string {
@@ -74,6 +85,28 @@ func (c *definitionCache) byVersion(tenantID, workflowID, version string) (*Stor
 		return nil, false
 	}
 	return c.byID.Get(id)
+}
+
+// latest returns the cached version of a tenant's workflow last read as its
+// latest (sawLatest). Another process may have stored a newer one since.
+func (c *definitionCache) latest(tenantID, workflowID string) (*StoredDefinition, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	id, ok := c.latestSeen[workflowKey(tenantID, workflowID)]
+	if !ok {
+		return nil, false
+	}
+	return c.byID.Get(id)
+}
+
+// sawLatest records that d, which the cache holds, was its workflow's latest
+// version when it was read.
+func (c *definitionCache) sawLatest(d *StoredDefinition) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.byID.Contains(d.ID) {
+		c.latestSeen[workflowKey(d.TenantID, d.WorkflowID)] = d.ID
+	}
 }
 
 // add keeps d, evicting the least recently used definitions until the

@@ -114,14 +114,18 @@ func (e *Engine) GetDefinition(ctx context.Context, db dbsqlc.DBTX, tenantID, wo
 	if err != nil {
 		return nil, notFound(err)
 	}
-	if d, ok := e.definitions.byRowID(id); ok {
-		return d, nil
+	d, ok := e.definitions.byRowID(id)
+	if !ok {
+		row, err := e.q.DefinitionGetByID(ctx, db, id)
+		if err != nil {
+			return nil, notFound(err)
+		}
+		if d, err = e.storedDefinition(row); err != nil {
+			return nil, err
+		}
 	}
-	row, err := e.q.DefinitionGetByID(ctx, db, id)
-	if err != nil {
-		return nil, notFound(err)
-	}
-	return e.storedDefinition(row)
+	e.definitions.sawLatest(d)
+	return d, nil
 }
 
 // ListDefinitions returns the latest version of each workflow, ordered by

@@ -1130,7 +1130,10 @@ SELECT nextval(pg_get_serial_sequence('agent_execution', 'id'))::bigint AS id,
        now()::timestamptz AS created_at,
        clock_timestamp()::timestamptz AS started_at,
        (CASE WHEN $5::boolean THEN nextval(pg_get_serial_sequence('thread_message', 'id')) ELSE 0 END)::bigint AS message_id,
-       (CASE WHEN $6::boolean THEN nextval(pg_get_serial_sequence('thread', 'id')) ELSE 0 END)::bigint AS thread_id
+       (CASE WHEN $6::boolean THEN nextval(pg_get_serial_sequence('thread', 'id')) ELSE 0 END)::bigint AS thread_id,
+       coalesce((SELECT d.id FROM workflow_definition d
+                 WHERE d.tenant_id = $4::text AND d.workflow_id = $7::text
+                 ORDER BY d.id DESC LIMIT 1), 0)::bigint AS definition_id
 `
 
 type ExecutionReserveParams struct {
@@ -1140,15 +1143,17 @@ type ExecutionReserveParams struct {
 	TenantID    string
 	DrawMessage bool
 	DrawThread  bool
+	WorkflowID  *string
 }
 
 type ExecutionReserveRow struct {
-	ID        int64
-	Room      bool
-	CreatedAt time.Time
-	StartedAt time.Time
-	MessageID int64
-	ThreadID  int64
+	ID           int64
+	Room         bool
+	CreatedAt    time.Time
+	StartedAt    time.Time
+	MessageID    int64
+	ThreadID     int64
+	DefinitionID int64
 }
 
 // An id and timestamps for a settling start, and whether it may run without
@@ -1161,7 +1166,11 @@ type ExecutionReserveRow struct {
 // @draw_message, message_id is an id for its first outbound message
 // (MessageInsertOutbound), drawn here instead of by MessageIDNext, which
 // would cost a round trip; else 0. With @draw_thread, thread_id is an id
-// for the run's implicit thread (ThreadInsertNew); else 0.
+// for the run's implicit thread (ThreadInsertNew); else 0. With
+// @workflow_id, definition_id is the row id of that workflow's latest
+// version (DefinitionLatestID), so that a start which guessed it learns
+// in this round trip whether it guessed right; else, or when the workflow
+// has none, 0.
 func (q *Queries) ExecutionReserve(ctx context.Context, db DBTX, arg *ExecutionReserveParams) (*ExecutionReserveRow, error) {
 	row := db.QueryRow(ctx, executionReserve,
 		arg.Lane,
@@ -1170,6 +1179,7 @@ func (q *Queries) ExecutionReserve(ctx context.Context, db DBTX, arg *ExecutionR
 		arg.TenantID,
 		arg.DrawMessage,
 		arg.DrawThread,
+		arg.WorkflowID,
 	)
 	var i ExecutionReserveRow
 	err := row.Scan(
@@ -1179,6 +1189,7 @@ func (q *Queries) ExecutionReserve(ctx context.Context, db DBTX, arg *ExecutionR
 		&i.StartedAt,
 		&i.MessageID,
 		&i.ThreadID,
+		&i.DefinitionID,
 	)
 	return &i, err
 }

@@ -9,7 +9,11 @@
 -- @draw_message, message_id is an id for its first outbound message
 -- (MessageInsertOutbound), drawn here instead of by MessageIDNext, which
 -- would cost a round trip; else 0. With @draw_thread, thread_id is an id
--- for the run's implicit thread (ThreadInsertNew); else 0.
+-- for the run's implicit thread (ThreadInsertNew); else 0. With
+-- @workflow_id, definition_id is the row id of that workflow's latest
+-- version (DefinitionLatestID), so that a start which guessed it learns
+-- in this round trip whether it guessed right; else, or when the workflow
+-- has none, 0.
 SELECT nextval(pg_get_serial_sequence('agent_execution', 'id'))::bigint AS id,
        ((SELECT count(*) FROM (SELECT 1 FROM agent_execution
                                WHERE lane = @lane::text AND status = 'running'
@@ -23,7 +27,10 @@ SELECT nextval(pg_get_serial_sequence('agent_execution', 'id'))::bigint AS id,
        now()::timestamptz AS created_at,
        clock_timestamp()::timestamptz AS started_at,
        (CASE WHEN @draw_message::boolean THEN nextval(pg_get_serial_sequence('thread_message', 'id')) ELSE 0 END)::bigint AS message_id,
-       (CASE WHEN @draw_thread::boolean THEN nextval(pg_get_serial_sequence('thread', 'id')) ELSE 0 END)::bigint AS thread_id;
+       (CASE WHEN @draw_thread::boolean THEN nextval(pg_get_serial_sequence('thread', 'id')) ELSE 0 END)::bigint AS thread_id,
+       coalesce((SELECT d.id FROM workflow_definition d
+                 WHERE d.tenant_id = @tenant_id::text AND d.workflow_id = sqlc.narg('workflow_id')::text
+                 ORDER BY d.id DESC LIMIT 1), 0)::bigint AS definition_id;
 
 -- name: ExecutionInsert :one
 -- A new execution, pending until its lane admits it.
