@@ -91,14 +91,10 @@ func (e *Engine) startDefinition(ctx context.Context, tx pgx.Tx, p *StartParams,
 		return nil, startPlan{}, nil, err
 	}
 	plan := e.planStart(def, p, freshThread)
-	if res != nil && plan.reserve != nil && sameReservation(*plan.reserve, *guessed) {
+	// Both plans are of a start outside a session, so neither reservation
+	// holds a pointer (SessionKey, WorkflowID) and == compares what they ask.
+	if res != nil && plan.reserve != nil && *plan.reserve == *guessed {
 		return def, plan, res, nil
 	}
 	return def, plan, nil, nil
-}
-
-// sameReservation reports whether two reservations ask for the same thing.
-func sameReservation(a, b dbsqlc.ExecutionReserveParams) bool {
-	return a.Lane == b.Lane && a.LaneLimit == b.LaneLimit && a.TenantID == b.TenantID &&
-		a.SessionKey == nil && b.SessionKey == nil && a.DrawMessage == b.DrawMessage && a.DrawThread == b.DrawThread
 }
