@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/batonrun/baton/engine"
@@ -60,4 +61,27 @@ func TestStartGuessWrong(t *testing.T) {
 	require.Equal(t, len(starts), countRows(t, b.pool, `SELECT count(*) FROM agent_execution WHERE tenant_id = $1`, b.tenant))
 	require.Equal(t, len(starts), countRows(t, b.pool, `SELECT count(*) FROM thread WHERE tenant_id = $1`, b.tenant))
 	require.Equal(t, len(starts), countRows(t, b.pool, `SELECT count(*) FROM execution_event WHERE tenant_id = $1 AND action = 'workflow.started'`, b.tenant))
+}
+
+// TestStartGuessIsPerTenant: once one tenant's starts have taught the
+// process its workflow's latest version, another tenant starting a
+// workflow of the same id that it never stored gets not found, and writes
+// nothing. Guesses are kept by tenant, and the reservation's check reads
+// the starting tenant's versions only, so either alone holds this.
+func TestStartGuessIsPerTenant(t *testing.T) {
+	ctx := context.Background()
+	b := setup(t, setupOpts{})
+	b.define(t, benchkit.FiveNodeWorkflow)
+	for range 2 {
+		x := b.start(t, engine.StartParams{WorkflowID: "bench", Input: benchkit.FiveNodeInput()})
+		require.Equal(t, engine.StatusCompleted, x.Status)
+	}
+	other := b.tenant + "-other"
+	err := b.engine.WithTx(ctx, func(tx pgx.Tx) error {
+		_, err := b.engine.StartExecution(ctx, tx, engine.StartParams{TenantID: other, WorkflowID: "bench", Input: benchkit.FiveNodeInput()})
+		return err
+	})
+	require.ErrorIs(t, err, engine.ErrNotFound)
+	require.Zero(t, countRows(t, b.pool, `SELECT count(*) FROM agent_execution WHERE tenant_id = $1`, other))
+	require.Zero(t, countRows(t, b.pool, `SELECT count(*) FROM thread WHERE tenant_id = $1`, other))
 }
