@@ -167,14 +167,13 @@ func (e *Engine) PublishEventTx(ctx context.Context, tx pgx.Tx, p PublishEventPa
 	return out, e.recordEventAnswer(ctx, tx, p, out)
 }
 
-// recordEventAnswer stores the answer a repeated event_id replays.
+// recordEventAnswer stores the answer a repeated event_id replays. Nothing
+// reads the write's result: it goes with the transaction's COMMIT.
 func (e *Engine) recordEventAnswer(ctx context.Context, tx pgx.Tx, p PublishEventParams, out *EventResult) error {
-	if err := e.q.InboundEventSetResponse(ctx, tx, &dbsqlc.InboundEventSetResponseParams{
+	explain := func(err error) error { return fmt.Errorf("recording the answer of event %s: %w", p.EventID, err) }
+	return e.q.InboundEventSetResponse(ctx, later(tx, explain), &dbsqlc.InboundEventSetResponseParams{
 		TenantID: p.TenantID, EventID: p.EventID, Response: mustJSON(out),
-	}); err != nil {
-		return fmt.Errorf("recording the answer of event %s: %w", p.EventID, err)
-	}
-	return nil
+	})
 }
 
 // routeMessageEvent hands a thread-addressed MESSAGE_RECEIVED to the inbound
