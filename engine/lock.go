@@ -142,10 +142,11 @@ func (e *Engine) acquireForSend(ctx context.Context, tx pgx.Tx, held *heldThread
 	return e.takeLock(ctx, tx, t, x, events, "free")
 }
 
-// lockIsPrivate reports whether the lock of a slotless start's thread may
-// live in memory for its transaction (heldThread.private): the transaction
-// inserted the thread (created), or holds its row (ensureThread) and finds
-// its lock free and nothing queued on it. Either way no other transaction
+// lockIsPrivate reports whether the lock of a slotless run's thread (a
+// settling start's, or a resume's that settles: continueSlotless) may live
+// in memory for its transaction (heldThread.private): the transaction
+// inserted the thread (created), or holds its row (ensureThread, tryThread)
+// and finds its lock free and nothing queued on it. Either way no other transaction
 // can take the lock or queue on the thread before this one commits, and
 // none can see a lock taken and given back within it.
 func (e *Engine) lockIsPrivate(ctx context.Context, tx pgx.Tx, t *dbsqlc.Thread, created bool) (bool, error) {

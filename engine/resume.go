@@ -32,7 +32,11 @@ type resumeSpec struct {
 // compare-and-swap on wait_seq makes a second resume of the same wait (or a
 // resume racing its timeout) change nothing and say so.
 func (e *Engine) resumeLocked(ctx context.Context, tx pgx.Tx, row *dbsqlc.AgentExecution, spec resumeSpec) (*dbsqlc.AgentExecution, error) {
-	out, _, err := e.resume(ctx, tx, row, spec)
+	r, err := e.resume(ctx, tx, row, spec)
+	if err != nil {
+		return nil, err
+	}
+	out, err := e.admitResumedRun(ctx, tx, r.row)
 	if err != nil {
 		return nil, err
 	}
@@ -44,39 +48,97 @@ func (e *Engine) resumeLocked(ctx context.Context, tx pgx.Tx, row *dbsqlc.AgentE
 // next nodes settle (they end it or make it wait, with no tool call and no
 // child on the way) and its thread row is free or already the caller's,
 // they run right here instead of in a step job, as a settling start's do.
+// When, besides, its lane is global and has room and no queue, and the run
+// has no session, they run without a slot, as a settling start's do
+// (engine/lane.go, "Runs that never hold a slot"): the run is never seen
+// running outside this transaction, so it takes no lane row and frees no
+// slot.
 func (e *Engine) resumeNow(ctx context.Context, tx pgx.Tx, row *dbsqlc.AgentExecution, spec resumeSpec) (*dbsqlc.AgentExecution, error) {
-	out, def, err := e.resume(ctx, tx, row, spec)
+	r, err := e.resume(ctx, tx, row, spec)
 	if err != nil {
 		return nil, err
 	}
-	if out.Status != StatusRunning || !def.StepSettlesFrom(deref(out.CurrentNodeID), e.cfg.MaxNodesPerStep) {
+	if r.room {
+		thread, err := e.tryThread(ctx, tx, r.row.ThreadID)
+		if err != nil {
+			return nil, err
+		}
+		if thread != nil {
+			return e.continueSlotless(ctx, tx, r, thread)
+		}
+	}
+	out, err := e.admitResumedRun(ctx, tx, r.row)
+	if err != nil {
+		return nil, err
+	}
+	// A run with room found its thread held above.
+	if r.room || out.Status != StatusRunning || !r.def.StepSettlesFrom(deref(out.CurrentNodeID), e.cfg.MaxNodesPerStep) {
 		return out, e.enqueueResumed(ctx, tx, out)
 	}
-	// The caller holds the execution row: the thread row may only be tried
-	// (lock order: threads before executions).
-	thread, err := e.q.ThreadTryLock(ctx, tx, out.ThreadID)
-	if errors.Is(err, pgx.ErrNoRows) {
+	thread, err := e.tryThread(ctx, tx, out.ThreadID)
+	if err != nil {
+		return nil, err
+	}
+	if thread == nil {
 		return out, e.enqueueResumed(ctx, tx, out)
+	}
+	run := newStepRun(e, tx, r.def, out)
+	run.thread, run.messageID = holds(thread), r.messageID
+	return run.continueResumed(ctx)
+}
+
+// continueSlotless runs a resumed run's next nodes without a slot, in tx,
+// which holds its thread row: the run is never seen running outside tx.
+// Its thread's lock lives in memory when it is free and nothing is queued
+// on the thread (lockIsPrivate), as a settling start's does.
+func (e *Engine) continueSlotless(ctx context.Context, tx pgx.Tx, r *resumed, thread *dbsqlc.Thread) (*dbsqlc.AgentExecution, error) {
+	if err := e.enqueueStatus(ctx, tx, r.row); err != nil {
+		return nil, err
+	}
+	run := newStepRun(e, tx, r.def, r.row)
+	run.thread, run.slotless, run.messageID = holds(thread), true, r.messageID
+	var err error
+	if run.thread.private, err = e.lockIsPrivate(ctx, tx, thread, false); err != nil {
+		return nil, err
+	}
+	out, err := run.continueResumed(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return out, run.writePrivateLock(ctx)
+}
+
+// tryThread takes the thread row if no other transaction holds it, and
+// returns nil if one does. The caller holds an execution row, so the thread
+// row may only be tried (lock order: threads before executions).
+func (e *Engine) tryThread(ctx context.Context, tx pgx.Tx, threadID int64) (*dbsqlc.Thread, error) {
+	thread, err := e.q.ThreadTryLock(ctx, tx, threadID)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("locking thread %d: %w", out.ThreadID, err)
+		return nil, fmt.Errorf("locking thread %d: %w", threadID, err)
 	}
-	run := newStepRun(e, tx, def, out)
-	run.thread = holds(thread)
-	if run.varsErr == nil {
-		if _, err := e.takeSteered(ctx, tx, out, run.vars); err != nil {
+	return thread, nil
+}
+
+// continueResumed runs a resumed run's next nodes in its transaction, which
+// holds its thread row, and returns its row as they leave it.
+func (r *stepRun) continueResumed(ctx context.Context) (*dbsqlc.AgentExecution, error) {
+	if r.varsErr == nil {
+		if _, err := r.e.takeSteered(ctx, r.tx, r.row, r.vars); err != nil {
 			return nil, err
 		}
 	}
-	if err := run.advance(ctx, nil); err != nil {
+	if err := r.advance(ctx, nil); err != nil {
 		return nil, err
 	}
-	observed := run.events.after
-	afterCommit(tx, func() { observed.report(e.metrics) })
-	if run.last != nil {
-		return run.last, nil
+	observed, metrics := r.events.after, r.e.metrics
+	afterCommit(r.tx, func() { observed.report(metrics) })
+	if r.last != nil {
+		return r.last, nil
 	}
-	return out, nil
+	return r.row, nil
 }
 
 // enqueueResumed enqueues the step of a resumed execution that keeps
@@ -91,21 +153,45 @@ func (e *Engine) enqueueResumed(ctx context.Context, tx pgx.Tx, row *dbsqlc.Agen
 	return nil
 }
 
-// resume moves a waiting execution to running, or to pending when its lane
-// or session is full, and returns it with its definition.
-func (e *Engine) resume(ctx context.Context, tx pgx.Tx, row *dbsqlc.AgentExecution, spec resumeSpec) (*dbsqlc.AgentExecution, *workflow.Definition, error) {
+// admitResumedRun puts a resumed run through admission (admitResumed) and
+// reports the status it leaves it in.
+func (e *Engine) admitResumedRun(ctx context.Context, tx pgx.Tx, row *dbsqlc.AgentExecution) (*dbsqlc.AgentExecution, error) {
+	out, err := e.admitResumed(ctx, tx, row)
+	if err != nil {
+		return nil, err
+	}
+	return out, e.enqueueStatus(ctx, tx, out)
+}
+
+// resumed is a run resume moved from waiting to running, before
+// admission.
+type resumed struct {
+	row *dbsqlc.AgentExecution
+	def *workflow.Definition
+	// room says the run may go on without a slot (resumeNow): its next
+	// nodes settle, it has no session, and its global lane had room and no
+	// queue when its row was written (ExecutionResume).
+	room bool
+	// messageID, when not 0, is an id drawn for the first message its next
+	// nodes send (stepRun.messageID).
+	messageID int64
+}
+
+// resume moves a waiting execution to running at its wait node's next node,
+// with the workflow.resumed event.
+func (e *Engine) resume(ctx context.Context, tx pgx.Tx, row *dbsqlc.AgentExecution, spec resumeSpec) (*resumed, error) {
 	def, err := e.definitionByKey(ctx, tx, row.TenantID, row.WorkflowID, row.Version)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	waitNode := def.Node(deref(row.CurrentNodeID))
 	if waitNode == nil {
-		return nil, nil, fmt.Errorf("resuming execution %s: wait node %q is not in the definition", row.ExecutionID, deref(row.CurrentNodeID))
+		return nil, fmt.Errorf("resuming execution %s: wait node %q is not in the definition", row.ExecutionID, deref(row.CurrentNodeID))
 	}
 	vars := spec.vars
 	if vars == nil {
 		if vars, err = decodeVariables(row.Variables); err != nil {
-			return nil, nil, fmt.Errorf("resuming execution %s: %w", row.ExecutionID, err)
+			return nil, fmt.Errorf("resuming execution %s: %w", row.ExecutionID, err)
 		}
 	}
 	vars["timedOut"] = spec.timedOut
@@ -114,16 +200,24 @@ func (e *Engine) resume(ctx context.Context, tx pgx.Tx, row *dbsqlc.AgentExecuti
 		eventData = mustJSON(spec.eventData)
 	}
 	next := waitNode.Next
-	out, err := e.q.ExecutionResume(ctx, tx, &dbsqlc.ExecutionResumeParams{
+	params := &dbsqlc.ExecutionResumeParams{
 		ID: row.ID, WaitSeq: row.WaitSeq, CurrentNodeID: next, Variables: mustJSON(vars),
 		TotalSteps: row.StepsCompleted + int32(def.Remaining(next)), EventData: eventData,
-	})
+	}
+	if def.StepSettlesFrom(next, e.cfg.MaxNodesPerStep) {
+		params.DrawMessage = def.SendsMessages()
+		if row.SessionKey == nil && e.isGlobalLane(row.Lane) {
+			params.LaneLimit = int32(e.laneLimit(row.Lane))
+		}
+	}
+	moved, err := e.q.ExecutionResume(ctx, tx, params)
 	if err != nil {
 		if errors.Is(err, pgx.ErrNoRows) {
-			return nil, nil, e.lostTransition(ctx, tx, row.ID, "resume")
+			return nil, e.lostTransition(ctx, tx, row.ID, "resume")
 		}
-		return nil, nil, fmt.Errorf("resuming execution: %w", err)
+		return nil, fmt.Errorf("resuming execution: %w", err)
 	}
+	out := &moved.AgentExecution
 	events := spec.events
 	if events == nil {
 		events = &eventLog{tenantID: row.TenantID, executionID: row.ID}
@@ -134,20 +228,13 @@ func (e *Engine) resume(ctx context.Context, tx pgx.Tx, row *dbsqlc.AgentExecuti
 		"timed_out": spec.timedOut, "next_node": nilIfEmpty(next),
 	})
 	if err := events.write(ctx, e.q, tx); err != nil {
-		return nil, nil, err
-	}
-	// Back through admission, ahead of new work (engine/lane.go).
-	if out, err = e.admitResumed(ctx, tx, out); err != nil {
-		return nil, nil, err
-	}
-	if err := e.enqueueStatus(ctx, tx, out); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	attrs := []any{"execution_id", row.ExecutionID, "tenant_id", row.TenantID, "thread_id", row.ThreadID, "correlation_id", row.CorrelationID}
 	e.InfoContext(ctx, msg, append(attrs, "cause", spec.cause, "waiting_for", deref(row.WaitingFor))...)
 	e.DebugContext(ctx, fmt.Sprintf("Updating state: shouldWait=false, lastResponse=%q", workflow.RenderText(vars["lastResponse"])), attrs...)
 	e.InfoContext(ctx, "Continuing from checkpoint", append(attrs, "node_id", next, "step_seq", out.StepSeq)...)
-	return out, def, nil
+	return &resumed{row: out, def: def, room: moved.Room, messageID: moved.MessageID}, nil
 }
 
 // InputParams answer an execution's input request (POST …/input).

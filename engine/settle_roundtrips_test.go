@@ -152,3 +152,41 @@ func TestInboundStartRoundTrips(t *testing.T) {
 	})
 	require.Equal(t, int64(15+2), n, "round trips of an inbound message's transaction and its delivery")
 }
+
+// TestSettlingResumeRoundTrips counts the round trips of an event that
+// resumes a run whose next nodes settle (holdWorkflow: a message, then the
+// end), in lane main with room, and of the message's delivery. The run goes
+// on in the event's transaction without a slot, as a settling start does:
+// no lane row is taken to admit it or to free its slot, its thread's lock
+// lives in memory, and its message's id comes with the resume. Seven round
+// trips for the event's transaction (BEGIN with the event's claim; the
+// run's lock; its resume, which reads the lane's room; the resumed event
+// with the thread's lock; the thread's queue; the message with the run's
+// end; the last events and the event's answer with the COMMIT) and two for
+// the delivery. Before the resume ran without a slot and the answer went
+// with the COMMIT, the transaction took fifteen.
+func TestSettlingResumeRoundTrips(t *testing.T) {
+	ctx := context.Background()
+	eng, channel, reader, writes := countedEngine(t)
+	_, _, err := eng.DefineWorkflow(ctx, reader, "tenant-rt", []byte(holdWorkflow))
+	require.NoError(t, err)
+	var waiting []string
+	for range 30 {
+		require.NoError(t, eng.WithTx(ctx, func(tx pgx.Tx) error {
+			x, err := eng.StartExecution(ctx, tx, engine.StartParams{TenantID: "tenant-rt", WorkflowID: "hold"})
+			if err == nil {
+				waiting = append(waiting, x.ExecutionID)
+			}
+			return err
+		}))
+	}
+	n := roundTrips(t, channel, reader, writes, func() {
+		id := waiting[0]
+		waiting = waiting[1:]
+		res, err := eng.PublishEvent(ctx, engine.PublishEventParams{TenantID: "tenant-rt", EventType: engine.EventTypeEventCompleted,
+			EventID: "go-" + id, ExecutionID: id, Data: map[string]any{"event_id": "go"}})
+		require.NoError(t, err)
+		require.Equal(t, []string{id}, res.Resumed)
+	})
+	require.Equal(t, int64(7+2), n, "round trips of an event's transaction and its delivery")
+}

@@ -471,7 +471,7 @@ func (q *Queries) ExecutionLockWaitingMatches(ctx context.Context, db DBTX, arg 
 }
 
 const executionResume = `-- name: ExecutionResume :one
-UPDATE agent_execution
+UPDATE agent_execution AS e
 SET status = 'running',
     current_node_id = $1::text,
     current_step_started_at = now(),
@@ -481,12 +481,20 @@ SET status = 'running',
     waiting_for = NULL,
     waiting_until = NULL,
     waiting_data = NULL,
-    step_seq = step_seq + 1,
+    step_seq = e.step_seq + 1,
     updated_at = clock_timestamp()
-WHERE id = $5::bigint
-  AND status = 'waiting'
-  AND wait_seq = $6::integer
-RETURNING id, tenant_id, execution_id, workflow_id, version, status, lane, session_key, thread_id, parent_execution_id, can_inherit_lock, restarted_from, current_node_id, current_step_started_at, input, context, variables, conversation_history, node_path, steps_completed, total_steps, step_seq, waiting_for, waiting_until, waiting_data, wait_seq, event_data, result_type, result_summary, result, error_code, error_message, failed_node_id, cancelled_by, cancel_reason, correlation_id, idempotency_key, callback_url, priority, created_at, started_at, updated_at, completed_at, node_attempt, error_details, lock_inherited_from, queued_at, admit_first, step_recoveries, callback_events
+WHERE e.id = $5::bigint
+  AND e.status = 'waiting'
+  AND e.wait_seq = $6::integer
+RETURNING e.id, e.tenant_id, e.execution_id, e.workflow_id, e.version, e.status, e.lane, e.session_key, e.thread_id, e.parent_execution_id, e.can_inherit_lock, e.restarted_from, e.current_node_id, e.current_step_started_at, e.input, e.context, e.variables, e.conversation_history, e.node_path, e.steps_completed, e.total_steps, e.step_seq, e.waiting_for, e.waiting_until, e.waiting_data, e.wait_seq, e.event_data, e.result_type, e.result_summary, e.result, e.error_code, e.error_message, e.failed_node_id, e.cancelled_by, e.cancel_reason, e.correlation_id, e.idempotency_key, e.callback_url, e.priority, e.created_at, e.started_at, e.updated_at, e.completed_at, e.node_attempt, e.error_details, e.lock_inherited_from, e.queued_at, e.admit_first, e.step_recoveries, e.callback_events,
+    (CASE WHEN $7::integer > 0 THEN
+        (SELECT count(*) FROM (SELECT 1 FROM agent_execution r
+                               WHERE r.lane = e.lane AND r.status = 'running'
+                               LIMIT $7::integer) n) < $7::integer
+        AND NOT EXISTS (SELECT 1 FROM agent_execution p
+                        WHERE p.lane = e.lane AND p.status = 'pending' AND p.queued_at <= clock_timestamp())
+     ELSE false END)::boolean AS room,
+    (CASE WHEN $8::boolean THEN nextval(pg_get_serial_sequence('thread_message', 'id')) ELSE 0 END)::bigint AS message_id
 `
 
 type ExecutionResumeParams struct {
@@ -496,10 +504,26 @@ type ExecutionResumeParams struct {
 	EventData     json.RawMessage
 	ID            int64
 	WaitSeq       int32
+	LaneLimit     int32
+	DrawMessage   bool
 }
 
-// waiting → running at the wait node's next node.
-func (q *Queries) ExecutionResume(ctx context.Context, db DBTX, arg *ExecutionResumeParams) (*AgentExecution, error) {
+type ExecutionResumeRow struct {
+	AgentExecution AgentExecution
+	Room           bool
+	MessageID      int64
+}
+
+// waiting → running at the wait node's next node. room says whether the
+// run may go on without a slot (engine/lane.go, "Runs that never hold a
+// slot"): with @lane_limit above 0, its lane has fewer than @lane_limit
+// running and no admissible pending run, read without the lane row's lock,
+// as ExecutionReserve reads it (in the statement's snapshot, where the run
+// is still waiting); with 0, false and nothing read. With @draw_message,
+// message_id is an id for the first message its next nodes send
+// (MessageInsertOutbound), drawn here instead of by MessageIDNext, which
+// would cost a round trip; else 0.
+func (q *Queries) ExecutionResume(ctx context.Context, db DBTX, arg *ExecutionResumeParams) (*ExecutionResumeRow, error) {
 	row := db.QueryRow(ctx, executionResume,
 		arg.CurrentNodeID,
 		arg.Variables,
@@ -507,59 +531,63 @@ func (q *Queries) ExecutionResume(ctx context.Context, db DBTX, arg *ExecutionRe
 		arg.EventData,
 		arg.ID,
 		arg.WaitSeq,
+		arg.LaneLimit,
+		arg.DrawMessage,
 	)
-	var i AgentExecution
+	var i ExecutionResumeRow
 	err := row.Scan(
-		&i.ID,
-		&i.TenantID,
-		&i.ExecutionID,
-		&i.WorkflowID,
-		&i.Version,
-		&i.Status,
-		&i.Lane,
-		&i.SessionKey,
-		&i.ThreadID,
-		&i.ParentExecutionID,
-		&i.CanInheritLock,
-		&i.RestartedFrom,
-		&i.CurrentNodeID,
-		&i.CurrentStepStartedAt,
-		&i.Input,
-		&i.Context,
-		&i.Variables,
-		&i.ConversationHistory,
-		&i.NodePath,
-		&i.StepsCompleted,
-		&i.TotalSteps,
-		&i.StepSeq,
-		&i.WaitingFor,
-		&i.WaitingUntil,
-		&i.WaitingData,
-		&i.WaitSeq,
-		&i.EventData,
-		&i.ResultType,
-		&i.ResultSummary,
-		&i.Result,
-		&i.ErrorCode,
-		&i.ErrorMessage,
-		&i.FailedNodeID,
-		&i.CancelledBy,
-		&i.CancelReason,
-		&i.CorrelationID,
-		&i.IdempotencyKey,
-		&i.CallbackUrl,
-		&i.Priority,
-		&i.CreatedAt,
-		&i.StartedAt,
-		&i.UpdatedAt,
-		&i.CompletedAt,
-		&i.NodeAttempt,
-		&i.ErrorDetails,
-		&i.LockInheritedFrom,
-		&i.QueuedAt,
-		&i.AdmitFirst,
-		&i.StepRecoveries,
-		&i.CallbackEvents,
+		&i.AgentExecution.ID,
+		&i.AgentExecution.TenantID,
+		&i.AgentExecution.ExecutionID,
+		&i.AgentExecution.WorkflowID,
+		&i.AgentExecution.Version,
+		&i.AgentExecution.Status,
+		&i.AgentExecution.Lane,
+		&i.AgentExecution.SessionKey,
+		&i.AgentExecution.ThreadID,
+		&i.AgentExecution.ParentExecutionID,
+		&i.AgentExecution.CanInheritLock,
+		&i.AgentExecution.RestartedFrom,
+		&i.AgentExecution.CurrentNodeID,
+		&i.AgentExecution.CurrentStepStartedAt,
+		&i.AgentExecution.Input,
+		&i.AgentExecution.Context,
+		&i.AgentExecution.Variables,
+		&i.AgentExecution.ConversationHistory,
+		&i.AgentExecution.NodePath,
+		&i.AgentExecution.StepsCompleted,
+		&i.AgentExecution.TotalSteps,
+		&i.AgentExecution.StepSeq,
+		&i.AgentExecution.WaitingFor,
+		&i.AgentExecution.WaitingUntil,
+		&i.AgentExecution.WaitingData,
+		&i.AgentExecution.WaitSeq,
+		&i.AgentExecution.EventData,
+		&i.AgentExecution.ResultType,
+		&i.AgentExecution.ResultSummary,
+		&i.AgentExecution.Result,
+		&i.AgentExecution.ErrorCode,
+		&i.AgentExecution.ErrorMessage,
+		&i.AgentExecution.FailedNodeID,
+		&i.AgentExecution.CancelledBy,
+		&i.AgentExecution.CancelReason,
+		&i.AgentExecution.CorrelationID,
+		&i.AgentExecution.IdempotencyKey,
+		&i.AgentExecution.CallbackUrl,
+		&i.AgentExecution.Priority,
+		&i.AgentExecution.CreatedAt,
+		&i.AgentExecution.StartedAt,
+		&i.AgentExecution.UpdatedAt,
+		&i.AgentExecution.CompletedAt,
+		&i.AgentExecution.NodeAttempt,
+		&i.AgentExecution.ErrorDetails,
+		&i.AgentExecution.LockInheritedFrom,
+		&i.AgentExecution.QueuedAt,
+		&i.AgentExecution.AdmitFirst,
+		&i.AgentExecution.StepRecoveries,
+		&i.AgentExecution.CallbackEvents,
+		&i.Room,
+		&i.MessageID,
 	)
 	return &i, err
 }

@@ -52,8 +52,16 @@ LIMIT @max::integer
 FOR UPDATE OF e;
 
 -- name: ExecutionResume :one
--- waiting → running at the wait node's next node.
-UPDATE agent_execution
+-- waiting → running at the wait node's next node. room says whether the
+-- run may go on without a slot (engine/lane.go, "Runs that never hold a
+-- slot"): with @lane_limit above 0, its lane has fewer than @lane_limit
+-- running and no admissible pending run, read without the lane row's lock,
+-- as ExecutionReserve reads it (in the statement's snapshot, where the run
+-- is still waiting); with 0, false and nothing read. With @draw_message,
+-- message_id is an id for the first message its next nodes send
+-- (MessageInsertOutbound), drawn here instead of by MessageIDNext, which
+-- would cost a round trip; else 0.
+UPDATE agent_execution AS e
 SET status = 'running',
     current_node_id = @current_node_id::text,
     current_step_started_at = now(),
@@ -63,12 +71,20 @@ SET status = 'running',
     waiting_for = NULL,
     waiting_until = NULL,
     waiting_data = NULL,
-    step_seq = step_seq + 1,
+    step_seq = e.step_seq + 1,
     updated_at = clock_timestamp()
-WHERE id = @id::bigint
-  AND status = 'waiting'
-  AND wait_seq = @wait_seq::integer
-RETURNING *;
+WHERE e.id = @id::bigint
+  AND e.status = 'waiting'
+  AND e.wait_seq = @wait_seq::integer
+RETURNING sqlc.embed(e),
+    (CASE WHEN @lane_limit::integer > 0 THEN
+        (SELECT count(*) FROM (SELECT 1 FROM agent_execution r
+                               WHERE r.lane = e.lane AND r.status = 'running'
+                               LIMIT @lane_limit::integer) n) < @lane_limit::integer
+        AND NOT EXISTS (SELECT 1 FROM agent_execution p
+                        WHERE p.lane = e.lane AND p.status = 'pending' AND p.queued_at <= clock_timestamp())
+     ELSE false END)::boolean AS room,
+    (CASE WHEN @draw_message::boolean THEN nextval(pg_get_serial_sequence('thread_message', 'id')) ELSE 0 END)::bigint AS message_id;
 
 -- name: ExecutionSetWaitingData :one
 -- Records progress inside a wait (a partial document upload).
