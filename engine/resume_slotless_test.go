@@ -31,6 +31,8 @@ const holdWorkflow = `{"workflow_id": "hold", "version": "1", "nodes": [
 //     once the slot is free;
 //   - with its thread row held by another transaction, a resumed run is
 //     admitted and its step goes to a job;
+//   - with main's row held by another transaction, a resumed run with room
+//     still ends in the event's transaction: it never takes the row;
 //   - with room, 40 events published at once from both processes each end
 //     their run before they commit, no step job is inserted for any, and a
 //     sampler never sees main running above its limit.
@@ -60,6 +62,8 @@ func TestSettlingResumesTakeNoSlot(t *testing.T) {
 		return x
 	}
 	publish := func(eng *engine.Engine, x *engine.Execution) *engine.EventResult {
+		ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		defer cancel()
 		res, err := eng.PublishEvent(ctx, engine.PublishEventParams{TenantID: tenant, EventType: engine.EventTypeEventCompleted,
 			EventID: "go-" + x.ExecutionID, ExecutionID: x.ExecutionID, Data: map[string]any{"event_id": "go"}})
 		require.NoError(t, err)
@@ -78,7 +82,7 @@ func TestSettlingResumesTakeNoSlot(t *testing.T) {
 		return n
 	}
 	const n = 40
-	held := make([]*engine.Execution, n+2)
+	held := make([]*engine.Execution, n+3)
 	for i := range held {
 		held[i] = start("hold")
 		require.Equal(t, engine.StatusWaiting, held[i].Status)
@@ -96,6 +100,7 @@ func TestSettlingResumesTakeNoSlot(t *testing.T) {
 	// Its thread row held by another transaction: admitted, its step a job.
 	thread, err := a.Pool().Begin(ctx)
 	require.NoError(t, err)
+	t.Cleanup(func() { _ = thread.Rollback(ctx) })
 	_, err = thread.Exec(ctx, `SELECT 1 FROM thread WHERE id = (SELECT thread_id FROM agent_execution WHERE id = $1) FOR UPDATE`, held[1].ID)
 	require.NoError(t, err)
 	publish(a, held[1])
@@ -103,6 +108,17 @@ func TestSettlingResumesTakeNoSlot(t *testing.T) {
 	require.Equal(t, 1, stepJobs(held[1].ID), "a resumed run whose thread is held goes on in a job")
 	require.NoError(t, thread.Rollback(ctx))
 	require.Eventually(t, func() bool { return get(held[1]).Status == engine.StatusCompleted }, 30*time.Second, 10*time.Millisecond)
+
+	// Main's row held by another transaction: a run with room does not
+	// need it, and ends in the event's transaction.
+	lane, err := a.Pool().Begin(ctx)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = lane.Rollback(ctx) })
+	_, err = lane.Exec(ctx, `SELECT 1 FROM lane WHERE tenant_id = '' AND name = 'main' FOR UPDATE`)
+	require.NoError(t, err)
+	publish(b, held[2])
+	require.Equal(t, engine.StatusCompleted, get(held[2]).Status, "a resume with room took main's row")
+	require.NoError(t, lane.Rollback(ctx))
 
 	// Room and no queue: 40 events at once from two processes, a sampler
 	// watching.
@@ -129,7 +145,7 @@ func TestSettlingResumesTakeNoSlot(t *testing.T) {
 	delivered := len(channel.Messages())
 	var wg sync.WaitGroup
 	ids := make([]int64, n)
-	for i, x := range held[2:] {
+	for i, x := range held[3:] {
 		ids[i] = x.ID
 		eng := []*engine.Engine{a, b}[i%2]
 		wg.Go(func() {
