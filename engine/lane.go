@@ -84,9 +84,12 @@ const EventAdmitted = "workflow.admitted"
 // no slot when it ends or waits (finish.freed, startWait's freed). Without
 // this, every such start would hold the lane row for its whole transaction:
 // the lane row would serialize them all. When the lane is full or has a
-// queue the start is admitted the usual way, behind the queue. Session-lane
-// runs (inbound messages) always go through admission: their session's
-// limit of 1 is what keeps two agents from answering one conversation.
+// queue the start is admitted the usual way, behind the queue. A resumed
+// run whose next nodes settle goes on the same way in the transaction that
+// resumes it (resumeNow, continueSlotless): ExecutionResume reads its lane's
+// room as ExecutionReserve does. Session-lane runs (inbound messages) go
+// through admission or hold their session's row: their session's limit of
+// 1 is what keeps two agents from answering one conversation.
 
 // laneLimit is the limit of a lane by configuration: a tenant's own lanes
 // and session lanes get 1.
