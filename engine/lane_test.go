@@ -273,6 +273,36 @@ func setupLanes(t *testing.T, limits map[string]int, tools map[string]engine.Too
 	return setup(t, setupOpts{tools: tools, laneLimits: limits})
 }
 
+// watchRunning samples how many runs of lane are running, one query after
+// the other, until the returned stop is called; stop reports how many
+// samples it took and how many saw more than limit.
+func watchRunning(ctx context.Context, pool *pgxpool.Pool, lane string, limit int) (stop func() (samples, overLimit int64)) {
+	done, sampled := make(chan struct{}), make(chan struct{})
+	var n, over int64
+	go func() {
+		defer close(sampled)
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			var running int
+			if pool.QueryRow(ctx, `SELECT count(*) FROM agent_execution WHERE lane = $1 AND status = 'running'`, lane).Scan(&running) == nil {
+				n++
+				if running > limit {
+					over++
+				}
+			}
+		}
+	}()
+	return func() (int64, int64) {
+		close(done)
+		<-sampled
+		return n, over
+	}
+}
+
 // TestParentInFullMainWaitsForChildInSubagent: main holds one run at a time
 // and every main run triggers a child in subagent (limit 1) and waits for
 // it. A waiting parent frees its main slot, so the children run, the parents

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -122,26 +121,7 @@ func TestSettlingResumesTakeNoSlot(t *testing.T) {
 
 	// Room and no queue: 40 events at once from two processes, a sampler
 	// watching.
-	stop := make(chan struct{})
-	var overLimit, samples atomic.Int64
-	sampled := make(chan struct{})
-	go func() {
-		defer close(sampled)
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			var running int
-			if a.Pool().QueryRow(ctx, `SELECT count(*) FROM agent_execution WHERE lane = 'main' AND status = 'running'`).Scan(&running) == nil {
-				samples.Add(1)
-				if running > 1 {
-					overLimit.Add(1)
-				}
-			}
-		}
-	}()
+	stopWatch := watchRunning(ctx, a.Pool(), "main", 1)
 	delivered := len(channel.Messages())
 	var wg sync.WaitGroup
 	ids := make([]int64, n)
@@ -156,10 +136,9 @@ func TestSettlingResumesTakeNoSlot(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	close(stop)
-	<-sampled
-	require.Positive(t, samples.Load())
-	require.Zero(t, overLimit.Load(), "a sample saw main running above its limit")
+	samples, overLimit := stopWatch()
+	require.Positive(t, samples)
+	require.Zero(t, overLimit, "a sample saw main running above its limit")
 	require.Zero(t, stepJobs(ids...), "a settling resume needed a step job")
 	require.Eventually(t, func() bool { return len(channel.Messages()) >= delivered+n }, 10*time.Second, 20*time.Millisecond,
 		"every resumed run's message is delivered")

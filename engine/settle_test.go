@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -99,26 +98,7 @@ func TestSettlingStartsTakeNoSlot(t *testing.T) {
 	require.False(t, q.StartedAt.Before(*b.get(t, slow.ExecutionID).CompletedAt), "admitted only once the slot was free")
 
 	// Room and no queue: 40 concurrent settling starts, a sampler watching.
-	stop := make(chan struct{})
-	var overLimit, samples atomic.Int64
-	sampled := make(chan struct{})
-	go func() {
-		defer close(sampled)
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			var running int
-			if b.pool.QueryRow(ctx, `SELECT count(*) FROM agent_execution WHERE lane = 'main' AND status = 'running'`).Scan(&running) == nil {
-				samples.Add(1)
-				if running > 1 {
-					overLimit.Add(1)
-				}
-			}
-		}
-	}()
+	stopWatch := watchRunning(ctx, b.pool, "main", 1)
 	const n = 40
 	ids := make([]int64, n)
 	var wg sync.WaitGroup
@@ -138,13 +118,12 @@ func TestSettlingStartsTakeNoSlot(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	close(stop)
-	<-sampled
+	samples, overLimit := stopWatch()
 	for _, err := range errs {
 		require.NoError(t, err)
 	}
-	require.Greater(t, samples.Load(), int64(0))
-	require.Zero(t, overLimit.Load(), "a sample saw main running above its limit")
+	require.Positive(t, samples)
+	require.Zero(t, overLimit, "a sample saw main running above its limit")
 	var stepJobs int
 	require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE kind = 'execution.step' AND (args->>'execution_id')::bigint = ANY($1)`, ids).Scan(&stepJobs))
 	require.Zero(t, stepJobs, "a settling start needed a step job")
