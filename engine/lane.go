@@ -86,7 +86,7 @@ const EventAdmitted = "workflow.admitted"
 // the lane row would serialize them all. When the lane is full or has a
 // queue the start is admitted the usual way, behind the queue. A resumed
 // run whose next nodes settle goes on the same way in the transaction that
-// resumes it (resumeNow, continueSlotless): ExecutionResume reads its lane's
+// resumes it (resumeNow, stepRun.goSlotless): ExecutionResume reads its lane's
 // room as ExecutionReserve does. Session-lane runs (inbound messages) go
 // through admission or hold their session's row: their session's limit of
 // 1 is what keeps two agents from answering one conversation.

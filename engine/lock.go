@@ -143,7 +143,7 @@ func (e *Engine) acquireForSend(ctx context.Context, tx pgx.Tx, held *heldThread
 }
 
 // lockIsPrivate reports whether the lock of a slotless run's thread (a
-// settling start's, or a resume's that settles: continueSlotless) may live
+// settling start's, or a resume's that settles: stepRun.goSlotless) may live
 // in memory for its transaction (heldThread.private): the transaction
 // inserted the thread (created), or holds its row (ensureThread, tryThread)
 // and finds its lock free and nothing queued on it. Either way no other transaction

@@ -58,54 +58,54 @@ func (e *Engine) resumeNow(ctx context.Context, tx pgx.Tx, row *dbsqlc.AgentExec
 	if err != nil {
 		return nil, err
 	}
-	if r.room {
-		thread, err := e.tryThread(ctx, tx, r.row.ThreadID)
-		if err != nil {
+	out := r.row
+	if !r.room {
+		if out, err = e.admitResumedRun(ctx, tx, out); err != nil {
 			return nil, err
 		}
-		if thread != nil {
-			return e.continueSlotless(ctx, tx, r, thread)
+		if out.Status != StatusRunning || !r.def.StepSettlesFrom(deref(out.CurrentNodeID), e.cfg.MaxNodesPerStep) {
+			return out, e.enqueueResumed(ctx, tx, out)
 		}
-	}
-	out, err := e.admitResumedRun(ctx, tx, r.row)
-	if err != nil {
-		return nil, err
-	}
-	// A run with room found its thread held above.
-	if r.room || out.Status != StatusRunning || !r.def.StepSettlesFrom(deref(out.CurrentNodeID), e.cfg.MaxNodesPerStep) {
-		return out, e.enqueueResumed(ctx, tx, out)
 	}
 	thread, err := e.tryThread(ctx, tx, out.ThreadID)
 	if err != nil {
 		return nil, err
 	}
 	if thread == nil {
+		// Another transaction holds the thread: the run goes on in a job,
+		// and holds a slot until then.
+		if r.room {
+			if out, err = e.admitResumedRun(ctx, tx, out); err != nil {
+				return nil, err
+			}
+		}
 		return out, e.enqueueResumed(ctx, tx, out)
 	}
 	run := newStepRun(e, tx, r.def, out)
 	run.thread, run.messageID = holds(thread), r.messageID
-	return run.continueResumed(ctx)
-}
-
-// continueSlotless runs a resumed run's next nodes without a slot, in tx,
-// which holds its thread row: the run is never seen running outside tx.
-// Its thread's lock lives in memory when it is free and nothing is queued
-// on the thread (lockIsPrivate), as a settling start's does.
-func (e *Engine) continueSlotless(ctx context.Context, tx pgx.Tx, r *resumed, thread *dbsqlc.Thread) (*dbsqlc.AgentExecution, error) {
-	if err := e.enqueueStatus(ctx, tx, r.row); err != nil {
-		return nil, err
+	if r.room {
+		if err := run.goSlotless(ctx); err != nil {
+			return nil, err
+		}
 	}
-	run := newStepRun(e, tx, r.def, r.row)
-	run.thread, run.slotless, run.messageID = holds(thread), true, r.messageID
-	var err error
-	if run.thread.private, err = e.lockIsPrivate(ctx, tx, thread, false); err != nil {
-		return nil, err
-	}
-	out, err := run.continueResumed(ctx)
-	if err != nil {
+	if out, err = run.continueResumed(ctx); err != nil {
 		return nil, err
 	}
 	return out, run.writePrivateLock(ctx)
+}
+
+// goSlotless makes a resumed run, whose transaction holds its thread row,
+// go on without a slot: it is never seen running outside the transaction.
+// Its thread's lock lives in memory when it is free and nothing is queued
+// on the thread (lockIsPrivate), as a settling start's does.
+func (r *stepRun) goSlotless(ctx context.Context) error {
+	if err := r.e.enqueueStatus(ctx, r.tx, r.row); err != nil {
+		return err
+	}
+	r.slotless = true
+	var err error
+	r.thread.private, err = r.e.lockIsPrivate(ctx, r.tx, r.thread.Thread, false)
+	return err
 }
 
 // tryThread takes the thread row if no other transaction holds it, and
