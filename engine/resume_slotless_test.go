@@ -32,6 +32,8 @@ const holdWorkflow = `{"workflow_id": "hold", "version": "1", "nodes": [
 //     admitted and its step goes to a job;
 //   - with main's row held by another transaction, a resumed run with room
 //     still ends in the event's transaction: it never takes the row;
+//   - another tenant's event naming the run is not found and resumes
+//     nothing;
 //   - with room, 40 events published at once from both processes each end
 //     their run before they commit, no step job is inserted for any, and a
 //     sampler never sees main running above its limit.
@@ -118,6 +120,13 @@ func TestSettlingResumesTakeNoSlot(t *testing.T) {
 	publish(b, held[2])
 	require.Equal(t, engine.StatusCompleted, get(held[2]).Status, "a resume with room took main's row")
 	require.NoError(t, lane.Rollback(ctx))
+
+	// Another tenant's event naming this tenant's run resumes nothing: the
+	// run still waits, and its own event resumes it below.
+	_, err = b.PublishEvent(ctx, engine.PublishEventParams{TenantID: "tenant-intruder", EventType: engine.EventTypeEventCompleted,
+		EventID: "go-" + held[3].ExecutionID, ExecutionID: held[3].ExecutionID, Data: map[string]any{"event_id": "go"}})
+	require.ErrorIs(t, err, engine.ErrNotFound)
+	require.Equal(t, engine.StatusWaiting, get(held[3]).Status)
 
 	// Room and no queue: 40 events at once from two processes, a sampler
 	// watching.
