@@ -73,18 +73,18 @@ func (s *Server) monitorList(ctx context.Context, r *request, db dbsqlc.DBTX, ac
 	if err != nil {
 		return 0, nil, err
 	}
-	skip, err := cursorInt(cursor, "monitor", action)
+	skip, err := cursorOffset(cursor, "monitor", action)
 	if err != nil {
 		return 0, nil, err
 	}
-	rows, err := query(ctx, db, &dbsqlc.MonitorWaitingParams{TenantID: r.principal.tenantID, Max: int32(limit + 1), Skip: int32(skip)})
+	rows, err := query(ctx, db, &dbsqlc.MonitorWaitingParams{TenantID: r.principal.tenantID, Max: int32(limit + 1), Skip: skip})
 	if err != nil {
 		return 0, nil, fmt.Errorf("reading %s executions: %w", action, err)
 	}
 	out := listView[waitingExecutionView]{Items: []waitingExecutionView{}}
 	for i, row := range rows {
 		if i == limit {
-			out.NextCursor = encodeCursor(strconv.FormatInt(skip+int64(limit), 10))
+			out.NextCursor = encodeCursor(strconv.FormatInt(int64(skip)+int64(limit), 10))
 			break
 		}
 		thread := row.ThreadID

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"encoding/base64"
 	"encoding/json"
+	"math"
 	"net/http"
 	"strconv"
 	"time"
@@ -190,6 +191,27 @@ func cursorInt(cursor string, domain, action string) (int64, error) {
 		return 0, newAPIError(http.StatusBadRequest, domain+"."+action+".invalid_request", "cursor is not one this API gave out").with("field", "cursor")
 	}
 	return n, nil
+}
+
+// maxOffset is the largest offset an offset cursor may hold: the
+// monitoring queries take their OFFSET as a Postgres integer, so no page
+// they serve starts past it.
+const maxOffset = math.MaxInt32
+
+// cursorOffset reads an offset cursor (the monitoring lists'): a whole
+// number from 1 to maxOffset. Anything else, a number past maxOffset
+// included, is a cursor this API never gave out and gets 400; it is never
+// cut down to a smaller offset.
+func cursorOffset(cursor string, domain, action string) (int32, error) {
+	n, err := cursorInt(cursor, domain, action)
+	if err != nil {
+		return 0, err
+	}
+	if n > maxOffset {
+		return 0, newAPIError(http.StatusBadRequest, domain+"."+action+".invalid_request",
+			"cursor is not one this API gave out: it is past the last row any page can start at").with("field", "cursor")
+	}
+	return int32(n), nil
 }
 
 func utc(t *time.Time) *time.Time {
