@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -68,9 +69,13 @@ type apiError struct {
 	details      map[string]any
 	retryable    bool
 	retryAfterMS *int64
+	// cause, when set, is what errors.Is finds under the error.
+	cause error
 }
 
 func (e *apiError) Error() string { return e.message }
+
+func (e *apiError) Unwrap() error { return e.cause }
 
 func newAPIError(status int, code, format string, args ...any) *apiError {
 	return &apiError{status: status, code: code, message: fmt.Sprintf(format, args...)}
@@ -84,27 +89,74 @@ func (e *apiError) with(key string, value any) *apiError {
 	return e
 }
 
+// errBodyUnread marks the answer to a request whose body could not be
+// read. net/http ends such a request's context as it does a client that
+// hung up, yet the client may still be there, waiting: it gets this answer
+// (handle), never an empty 200.
+var errBodyUnread = errors.New("request body not read")
+
+// bodyReader records the error, other than io.EOF, that cut a request body
+// short, so that it is told from the JSON the body held.
+type bodyReader struct {
+	r   io.Reader
+	err error
+}
+
+func (b *bodyReader) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	if err != nil && err != io.EOF {
+		b.err = err
+	}
+	return n, err
+}
+
+// bodyReadError answers a body that could not be read: 413 over
+// maxBodyBytes; 408 request.body.timeout when the server's read deadline
+// (http.readTimeout) cut it; 400 request.body.incomplete when it ended
+// before its Content-Length or its chunks were malformed. nil when the body
+// was read whole.
+func bodyReadError(err error) error {
+	var (
+		tooLarge *http.MaxBytesError
+		netErr   net.Error
+	)
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &tooLarge):
+		return newAPIError(http.StatusRequestEntityTooLarge, "request.body.too_large",
+			"request body is over the limit of %d bytes", maxBodyBytes)
+	case errors.As(err, &netErr) && netErr.Timeout():
+		ae := newAPIError(http.StatusRequestTimeout, "request.body.timeout",
+			"the request body did not arrive within the server's read timeout (http.readTimeout); nothing was done")
+		ae.retryable, ae.cause = true, errBodyUnread
+		return ae
+	default:
+		ae := newAPIError(http.StatusBadRequest, "request.body.incomplete",
+			"the request body ended before its Content-Length, or its chunked encoding is malformed; nothing was done")
+		ae.cause = errBodyUnread
+		return ae
+	}
+}
+
 // decodeEnvelope reads a request envelope: at most 1 MiB, valid JSON, and a
-// payload object.
+// payload object. A body the connection did not deliver whole is answered
+// by bodyReadError.
 func decodeEnvelope(w http.ResponseWriter, r *http.Request, domain, action string) (*requestEnvelope, error) {
-	body := http.MaxBytesReader(w, r.Body, maxBodyBytes)
+	body := &bodyReader{r: http.MaxBytesReader(w, r.Body, maxBodyBytes)}
 	var env requestEnvelope
 	dec := json.NewDecoder(body)
 	if err := dec.Decode(&env); err != nil {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			return nil, newAPIError(http.StatusRequestEntityTooLarge, "request.body.too_large",
-				"request body is over the limit of %d bytes", maxBodyBytes)
+		if ae := bodyReadError(body.err); ae != nil {
+			return nil, ae
 		}
 		return nil, newAPIError(http.StatusBadRequest, domain+"."+action+".invalid_request", "request body is not a valid JSON envelope: %v", err)
 	}
 	// Nothing but white space may follow the envelope: dec.More would let a
 	// stray ] or } through, and white space past the limit too.
 	if _, err := dec.Token(); err != io.EOF {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			return nil, newAPIError(http.StatusRequestEntityTooLarge, "request.body.too_large",
-				"request body is over the limit of %d bytes", maxBodyBytes)
+		if ae := bodyReadError(body.err); ae != nil {
+			return nil, ae
 		}
 		return nil, newAPIError(http.StatusBadRequest, domain+"."+action+".invalid_request", "request body has data after the JSON envelope")
 	}

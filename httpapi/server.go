@@ -255,7 +255,7 @@ func (s *Server) handle(pattern string, ep endpoint) {
 			}
 		}()
 		status, data, err := s.serve(w, r, rc, ep)
-		if err != nil && r.Context().Err() != nil {
+		if err != nil && r.Context().Err() != nil && !errors.Is(err, errBodyUnread) {
 			s.clientGone(r, rc, err)
 			return
 		}
