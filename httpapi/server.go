@@ -124,8 +124,9 @@ func New(cfg Config) (*Server, error) {
 	return s, nil
 }
 
-// Handler returns the HTTP handler of the whole API.
-func (s *Server) Handler() http.Handler { return s.mux }
+// Handler returns the HTTP handler of the whole API; every answer it
+// gives carries X-Content-Type-Options: nosniff (NoSniff).
+func (s *Server) Handler() http.Handler { return NoSniff(s.mux) }
 
 func (s *Server) routes() {
 	s.mux.HandleFunc("GET /healthz", withIDs(s.healthz))

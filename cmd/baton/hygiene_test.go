@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -151,9 +152,10 @@ func TestHTTPTimeouts(t *testing.T) {
 	_, err = fmt.Fprintf(conn, "POST /api/v1/workflow/definitions HTTP/1.1\r\nHost: baton\r\nX-Tenant-ID: slow\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{")
 	require.NoError(t, err)
 	closed := make(chan struct{})
+	var answer bytes.Buffer
 	go func() {
 		defer close(closed)
-		_, _ = io.Copy(io.Discard, conn) // until the server closes it
+		_, _ = io.Copy(&answer, conn) // until the server closes it
 	}()
 	sent := 1
 send:
@@ -177,6 +179,14 @@ send:
 	t.Logf("slow body cut after %s, %d of 1000 bytes sent", cut.Round(time.Millisecond), sent)
 	require.Less(t, cut, 4*time.Second)
 	require.Less(t, sent, 100)
+	// It is answered 408 in the error envelope before the close, never 200.
+	cutResp, err := http.ReadResponse(bufio.NewReader(&answer), nil)
+	require.NoError(t, err, "%q", answer.String())
+	var cutBody map[string]any
+	require.NoError(t, json.NewDecoder(cutResp.Body).Decode(&cutBody))
+	require.Equal(t, http.StatusRequestTimeout, cutResp.StatusCode, "%v", cutBody)
+	require.Equal(t, "request.body.timeout", cutBody["error"].(map[string]any)["code"])
+	require.Equal(t, "nosniff", cutResp.Header.Get("X-Content-Type-Options"))
 
 	// An idle keep-alive connection is closed.
 	conn2, err := net.Dial("tcp", srv.addr)
@@ -323,4 +333,31 @@ func TestLogsAndToolErrorsKeepPrivateThingsPrivate(t *testing.T) {
 		}
 	}
 	require.True(t, fullError, "the server log has the tool's URL")
+}
+
+// Every answer of baton serve carries X-Content-Type-Options: nosniff: the
+// API's, its errors, the probes, the OpenAPI document, /metrics, and the
+// console's static files, redirects and pages, River UI included.
+func TestServeAnswersAreNoSniff(t *testing.T) {
+	t.Parallel()
+	env, _, _ := serveDatabase(t, `{}`)
+	srv := startServer(t, env)
+	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	for path, status := range map[string]int{
+		"/healthz": http.StatusOK, "/readyz": http.StatusOK, "/api/v1/openapi.yaml": http.StatusOK, "/metrics": http.StatusOK,
+		"/api/v1/workflow/definitions": http.StatusOK, "/api/v1/workflow/executions/nope": http.StatusNotFound, "/nowhere": http.StatusNotFound,
+		"/console/static/console.css": http.StatusOK, "/console": http.StatusFound, "/console/signin": http.StatusOK,
+		"/console/jobs/": http.StatusFound, "/console/nowhere": http.StatusNotFound,
+	} {
+		req, err := http.NewRequest(http.MethodGet, "http://"+srv.addr+path, nil)
+		require.NoError(t, err)
+		if strings.HasPrefix(path, "/api/") {
+			req.Header.Set("X-Tenant-ID", "sniff")
+		}
+		resp, err := noRedirect.Do(req)
+		require.NoError(t, err)
+		_ = resp.Body.Close()
+		require.Equal(t, status, resp.StatusCode, path)
+		require.Equal(t, "nosniff", resp.Header.Get("X-Content-Type-Options"), path)
+	}
 }

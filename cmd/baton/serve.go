@@ -318,11 +318,13 @@ func servePool(ctx context.Context, databaseURL string) (*pgxpool.Pool, error) {
 // request must be read within ReadTimeout (its headers within 10 s), its
 // answer written within WriteTimeout, and an idle keep-alive connection is
 // closed after IdleTimeout. The WebSocket stream clears the read and write
-// deadlines of its connection (httpapi/stream.go).
+// deadlines of its connection (httpapi/stream.go). Every answer, the
+// console's and River UI's included, carries X-Content-Type-Options:
+// nosniff (httpapi.NoSniff).
 func newHTTPServer(h http.Handler, c config.HTTP) *http.Server {
 	read := time.Duration(c.ReadTimeout)
 	return &http.Server{
-		Handler:           h,
+		Handler:           httpapi.NoSniff(h),
 		ReadHeaderTimeout: min(10*time.Second, read),
 		ReadTimeout:       read,
 		WriteTimeout:      time.Duration(c.WriteTimeout),
