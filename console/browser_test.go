@@ -57,15 +57,21 @@ func TestRecruitingStoryInTheBrowser(t *testing.T) {
 		require.NoError(t, err)
 		s.define(t, tenant, string(raw))
 	}
-	operator := s.token(t, tenant, httpapi.ScopeWorkflowsRead, httpapi.ScopeWorkflowsWrite, httpapi.ScopeMonitorRead,
-		httpapi.ScopeMonitorWrite, httpapi.ScopeOperator)
+	token := s.token(t, tenant, httpapi.ScopeWorkflowsRead, httpapi.ScopeWorkflowsWrite, httpapi.ScopeMonitorRead,
+		httpapi.ScopeMonitorWrite)
 
-	// The sign-in page, then the coordinator started on Maria's thread
-	// from the executions page.
+	// The operator's sign-in to River UI (an operator token, not the
+	// tenant's), then the sign-in page, then the coordinator started on
+	// Maria's thread from the executions page.
 	a := browsertest.New(t)
 	a.Timeout = 20 * time.Second
-	a.Navigate(s.server.URL + "/console/signin")
-	a.Run(chromedp.SetValue(chromedp.CSS("#token"), operator))
+	a.Navigate(s.server.URL + "/console/jobs/signin?next=%2Fconsole%2Fsignin")
+	a.Run(
+		chromedp.SetValue(chromedp.CSS("#operator-token"), operatorToken(t)),
+		chromedp.Click(chromedp.CSS("#operator-signin")),
+		browsertest.WaitText("h1", "Sign in"),
+	)
+	a.Run(chromedp.SetValue(chromedp.CSS("#token"), token))
 	a.Screenshot("signin")
 	a.Run(
 		chromedp.Click(chromedp.CSS("#signin")),
@@ -100,7 +106,7 @@ func TestRecruitingStoryInTheBrowser(t *testing.T) {
 	// An independent evaluator starts on the same thread from a second
 	// browser: its messages wait in the queue, and the first browser sees
 	// them arrive without a reload.
-	b := signedIn(t, s, operator)
+	b := signedIn(t, s, token)
 	b.Run(
 		chromedp.SetValue(chromedp.CSS("#start-workflow"), "evaluator"),
 		chromedp.SetValue(chromedp.CSS("#start-thread"), mariaThread),

@@ -109,30 +109,6 @@ func TestMonitorPagesNeedTheMonitorScope(t *testing.T) {
 	}
 }
 
-func TestRiverUIIsForOperatorsOnly(t *testing.T) {
-	s := newSite(t, siteOpts{jobs: true})
-	tenant := newTenant()
-	b := s.browser(t)
-	require.Equal(t, http.StatusSeeOther, b.signIn(s.token(t, tenant, httpapi.ScopeWorkflowsRead, httpapi.ScopeWorkflowsWrite, httpapi.ScopeMonitorRead)).status)
-	for _, path := range []string{"/console/jobs/", "/console/jobs/api/jobs?state=available"} {
-		p := b.get(path)
-		require.Equal(t, http.StatusForbidden, p.status, path)
-		require.Contains(t, p.body, "operator scope")
-	}
-	require.NotContains(t, b.get("/console/executions").body, `href="/console/jobs/"`, "no Jobs link for a non-operator")
-
-	op := s.browser(t)
-	require.Equal(t, http.StatusSeeOther, op.signIn(s.token(t, tenant, httpapi.ScopeWorkflowsRead, httpapi.ScopeOperator)).status)
-	p := op.get("/console/jobs/")
-	require.Equal(t, http.StatusOK, p.status)
-	require.Equal(t, "no-store", p.header.Get("Cache-Control"))
-	require.Equal(t, http.StatusOK, op.get("/console/jobs/api/jobs?state=available").status)
-	require.Contains(t, op.get("/console/executions").body, `href="/console/jobs/"`)
-
-	dev := newSite(t, siteOpts{devTenant: "dev", jobs: true}).browser(t)
-	require.Equal(t, http.StatusOK, dev.get("/console/jobs/").status, "baton dev's browser is an operator")
-}
-
 func TestTenantTextIsEscaped(t *testing.T) {
 	s := newSite(t, siteOpts{})
 	tenant := newTenant()

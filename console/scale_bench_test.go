@@ -83,10 +83,12 @@ func BenchmarkConsolePagesAt1M(b *testing.B) {
 }
 
 // scaleSite is the console of a scalefixture database, served through its
-// handler alone, and the session cookie of its tenant's operator.
+// handler alone, the session cookie of its tenant and an operator's
+// session cookie.
 type scaleSite struct {
-	handler http.Handler
-	cookie  *http.Cookie
+	handler  http.Handler
+	cookie   *http.Cookie
+	operator *http.Cookie
 }
 
 func newScaleSite(b *testing.B) *scaleSite {
@@ -96,7 +98,7 @@ func newScaleSite(b *testing.B) *scaleSite {
 	require.NoError(b, scalefixture.Build(ctx, pool, scalefixture.Config{Tenants: 1, Logf: b.Logf}))
 	eng, err := engine.New(engine.Config{Pool: pool, Channel: &engine.MemoryChannel{}})
 	require.NoError(b, err)
-	api, err := httpapi.New(httpapi.Config{Engine: eng, Pool: pool, JWTSecret: secret})
+	api, err := httpapi.New(httpapi.Config{Engine: eng, Pool: pool, JWTSecret: secret, OperatorSecret: operatorSecret})
 	require.NoError(b, err)
 	// River UI itself is never served here; a Jobs handler makes the
 	// execution page read and link the execution's jobs, as it does for
@@ -105,15 +107,16 @@ func newScaleSite(b *testing.B) *scaleSite {
 	require.NoError(b, err)
 	s := &scaleSite{handler: con.Handler()}
 	s.cookie = s.signIn(b, scalefixture.TenantOf(0, 1))
+	s.operator = s.operatorSignIn(b)
 	return s
 }
 
-// signIn posts an operator's token to the sign-in form and returns the
+// signIn posts the tenant's token to the sign-in form and returns the
 // session cookie it sets.
 func (s *scaleSite) signIn(b *testing.B, tenant string) *http.Cookie {
 	b.Helper()
 	tok, err := httpapi.MintToken(secret, tenant, "console-bench",
-		[]string{httpapi.ScopeWorkflowsRead, httpapi.ScopeMonitorRead, httpapi.ScopeOperator}, time.Hour)
+		[]string{httpapi.ScopeWorkflowsRead, httpapi.ScopeMonitorRead}, time.Hour)
 	require.NoError(b, err)
 	form := url.Values{"token": {tok}, "next": {console.Prefix + "executions"}}
 	req := httptest.NewRequest(http.MethodPost, console.Prefix+"signin", strings.NewReader(form.Encode()))
@@ -131,10 +134,32 @@ func (s *scaleSite) signIn(b *testing.B, tenant string) *http.Cookie {
 	return nil
 }
 
+// operatorSignIn posts an operator token to River UI's sign-in and
+// returns the operator session cookie it sets.
+func (s *scaleSite) operatorSignIn(b *testing.B) *http.Cookie {
+	b.Helper()
+	tok, err := httpapi.MintOperatorToken(operatorSecret, "console-bench", time.Hour)
+	require.NoError(b, err)
+	req := httptest.NewRequest(http.MethodPost, console.JobsPrefix+"/signin", strings.NewReader(url.Values{"token": {tok}}.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Origin", "http://"+req.Host)
+	rec := httptest.NewRecorder()
+	s.handler.ServeHTTP(rec, req)
+	require.Equal(b, http.StatusSeeOther, rec.Code, rec.Body.String())
+	for _, c := range rec.Result().Cookies() {
+		if c.Name == httpapi.OperatorCookie {
+			return c
+		}
+	}
+	b.Fatal("the operator sign-in set no cookie")
+	return nil
+}
+
 // get serves one GET of path and returns the page, which must be a 200.
 func (s *scaleSite) get(b *testing.B, path string) string {
 	req := httptest.NewRequest(http.MethodGet, path, nil)
 	req.AddCookie(s.cookie)
+	req.AddCookie(s.operator)
 	rec := httptest.NewRecorder()
 	s.handler.ServeHTTP(rec, req)
 	if rec.Code != http.StatusOK {

@@ -27,6 +27,9 @@ import (
 
 var secret = []byte("console-test-secret-0123456789-0123456789")
 
+// operatorSecret signs operator tokens, which open River UI.
+var operatorSecret = []byte("console-test-operator-secret-0123456789")
+
 var tenantSeq atomic.Int64
 
 // site is one Baton process serving the API and the console.
@@ -44,6 +47,9 @@ type siteOpts struct {
 	jobs bool
 	// readLimit is the API's per-tenant read rate limit, which pages share.
 	readLimit httpapi.RateLimit
+	// noOperators serves with no operator secret: no operator token is
+	// taken.
+	noOperators bool
 }
 
 func newSite(t *testing.T, opts siteOpts) *site {
@@ -64,7 +70,10 @@ func newSite(t *testing.T, opts siteOpts) *site {
 	require.NoError(t, err)
 	hub.Start()
 	t.Cleanup(hub.Stop)
-	cfg := httpapi.Config{Engine: eng, Pool: pool, JWTSecret: secret, Hub: hub, RateLimits: httpapi.RateLimits{Read: opts.readLimit}}
+	cfg := httpapi.Config{Engine: eng, Pool: pool, JWTSecret: secret, OperatorSecret: operatorSecret, Hub: hub, RateLimits: httpapi.RateLimits{Read: opts.readLimit}}
+	if opts.noOperators {
+		cfg.OperatorSecret = nil
+	}
 	if opts.devTenant != "" {
 		cfg.JWTSecret, cfg.Insecure = nil, true
 	}

@@ -101,7 +101,7 @@ var defaultScopes = []string{ScopeWorkflowsRead, ScopeWorkflowsWrite}
 
 // tokenClaims are the claims of Baton's API tokens.
 type tokenClaims struct {
-	TenantID string `json:"tenant_id"`
+	TenantID string `json:"tenant_id,omitempty"`
 	Scope    string `json:"scope,omitempty"`
 	jwt.RegisteredClaims
 }
@@ -237,6 +237,9 @@ func (s *Server) parseToken(raw string) (*tokenClaims, error) {
 	}
 	if claims.TenantID == "" {
 		return nil, newAPIError(http.StatusUnauthorized, "workflow.access.unauthorized", "the token has no tenant_id claim")
+	}
+	if isOperatorAudience(claims.Audience) {
+		return nil, newAPIError(http.StatusUnauthorized, "workflow.access.unauthorized", "a tenant token must not carry the operator audience")
 	}
 	return &claims, nil
 }

@@ -35,6 +35,11 @@ type Config struct {
 	// Token holds the checks a token must pass besides its signature and
 	// expiry: its longest lifetime and, optionally, its audience and issuer.
 	Token TokenPolicy
+	// OperatorSecret verifies operator tokens (HS256; httpapi/operator.go),
+	// which open River UI and name no tenant: at least MinJWTSecretBytes
+	// (32) bytes, and not JWTSecret. Empty takes no operator tokens. Unused
+	// when Insecure.
+	OperatorSecret []byte
 	// Insecure serves without authentication: X-Tenant-ID alone names the
 	// tenant. Only for local development.
 	Insecure bool
@@ -71,11 +76,15 @@ type Server struct {
 	secret []byte
 	// sessionKey signs console session cookies (httpapi/session.go).
 	sessionKey []byte
-	token      TokenPolicy
-	timeout    time.Duration
-	mux        *http.ServeMux
-	hub        *live.Hub
-	metrics    http.Handler
+	// operatorSecret verifies operator tokens and operatorSessionKey signs
+	// operator session cookies (httpapi/operator.go); nil without
+	// operator tokens.
+	operatorSecret, operatorSessionKey []byte
+	token                              TokenPolicy
+	timeout                            time.Duration
+	mux                                *http.ServeMux
+	hub                                *live.Hub
+	metrics                            http.Handler
 	// metricsToken is the bearer token of GET /metrics; empty means none.
 	metricsToken string
 	limiter      *rateLimiter // nil: no rate limits
@@ -97,6 +106,9 @@ func New(cfg Config) (*Server, error) {
 	if err := cfg.Token.validate(); err != nil {
 		return nil, err
 	}
+	if err := checkOperatorSecret(cfg.OperatorSecret, cfg.JWTSecret); err != nil && !cfg.Insecure {
+		return nil, err
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -116,6 +128,10 @@ func New(cfg Config) (*Server, error) {
 		s.secret = cfg.JWTSecret
 	}
 	s.sessionKey = sessionKey(s.secret)
+	if s.secret != nil && len(cfg.OperatorSecret) > 0 {
+		s.operatorSecret = cfg.OperatorSecret
+		s.operatorSessionKey = operatorSessionKey(cfg.OperatorSecret)
+	}
 	var err error
 	if s.limiter, err = newRateLimiter(cfg.RateLimits); err != nil {
 		return nil, err

@@ -29,9 +29,6 @@ const (
 	SessionCookie = "baton_session"
 	// CSRFHeader carries a cookie-authenticated request's CSRF token.
 	CSRFHeader = "X-CSRF-Token"
-	// ScopeOperator lets a console session open River UI, which sees and
-	// can cancel or delete every tenant's jobs.
-	ScopeOperator = "operator"
 	// MaxSessionLifetime is the longest a console session lives; a token
 	// that expires sooner ends its session sooner.
 	MaxSessionLifetime = 12 * time.Hour
@@ -53,6 +50,11 @@ type Session struct {
 	// CSRF is the token requests that change something send in
 	// X-CSRF-Token.
 	CSRF string
+	// Operator reports whether the request that carried the session also
+	// carried a valid operator session (OperatorSession), so that the
+	// console links it to River UI. It is not part of the session cookie:
+	// a tenant's session never makes anyone an operator.
+	Operator bool
 }
 
 // Has reports whether the session carries a scope.
@@ -67,7 +69,7 @@ type sessionClaims struct {
 }
 
 // allScopes are the scopes of an insecure server's sessions.
-var allScopes = []string{ScopeWorkflowsRead, ScopeWorkflowsWrite, ScopeMonitorRead, ScopeMonitorWrite, ScopeOperator}
+var allScopes = []string{ScopeWorkflowsRead, ScopeWorkflowsWrite, ScopeMonitorRead, ScopeMonitorWrite}
 
 // sessionKey derives the key session cookies are signed with. An insecure
 // server has no secret: its key is random, so its sessions end with it.
@@ -156,8 +158,9 @@ func (s *Server) Session(r *http.Request) (Session, error) {
 	if err != nil || claims.TenantID == "" || claims.CSRF == "" {
 		return Session{}, newAPIError(http.StatusUnauthorized, "workflow.access.unauthorized", "the console session is invalid or has expired: sign in again")
 	}
+	_, notOperator := s.OperatorSession(r)
 	return Session{TenantID: claims.TenantID, Subject: claims.Subject, Scopes: strings.Fields(claims.Scope),
-		Expires: claims.ExpiresAt.Time, CSRF: claims.CSRF}, nil
+		Expires: claims.ExpiresAt.Time, CSRF: claims.CSRF, Operator: notOperator == nil}, nil
 }
 
 // sessionPrincipal authenticates a request by its session cookie. A

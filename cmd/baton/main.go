@@ -45,7 +45,7 @@ commands:
   migrate   apply River's and Baton's migrations
   dev       run Baton locally: a private PostgreSQL unless DATABASE_URL is set, migrated, an example workflow, no auth
   demo      play a recruiting conversation end to end and print what the candidate saw
-  token     mint an API token: baton token --tenant T [--scope "workflows:read monitor:read"]
+  token     mint an API token: baton token --tenant T [--scope "workflows:read monitor:read"]; River UI's: baton token --operator
   bench     measure Baton against bare River and the commit rate, on a database of its own (DATABASE_URL, else a private PostgreSQL)
   soak      a steady mixed load with short retention for a long time, sampled every minute (table sizes, latency, heap)
   monitor   the monitoring views as tables: baton monitor [--tenant T] [--watch [interval]] [--json]

@@ -13,7 +13,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
 
 	"github.com/batonrun/baton/config"
 	"github.com/batonrun/baton/console"
@@ -35,11 +37,15 @@ type serveConfig struct {
 	addr        string
 	databaseURL string
 	jwtSecret   string
-	insecure    bool
-	migrate     bool
-	logFormat   choiceFlag
-	logLevel    choiceFlag
-	rescueAfter time.Duration
+	// operatorSecret signs operator tokens (BATON_OPERATOR_SECRET), which
+	// open River UI; empty serves no River UI on a server with
+	// authentication.
+	operatorSecret string
+	insecure       bool
+	migrate        bool
+	logFormat      choiceFlag
+	logLevel       choiceFlag
+	rescueAfter    time.Duration
 	// configPath is the config file (BATON_CONFIG); empty means defaults.
 	configPath string
 	// lockTimeout overrides the file's locks.timeout when set (flag, else
@@ -135,10 +141,31 @@ func cmdServe(ctx context.Context, args []string) error {
 		return fmt.Errorf("BATON_JWT_SECRET is %d bytes: it must be at least %d, or anyone holding one token can guess it (openssl rand -hex 32 makes one)",
 			len(c.jwtSecret), httpapi.MinJWTSecretBytes)
 	}
+	c.operatorSecret = os.Getenv("BATON_OPERATOR_SECRET")
+	if err := c.checkOperatorSecret(); err != nil {
+		return err
+	}
 	if c.databaseURL == "" {
 		return errors.New("DATABASE_URL is not set (baton dev starts a private PostgreSQL for local use)")
 	}
 	return serve(ctx, c)
+}
+
+// checkOperatorSecret checks BATON_OPERATOR_SECRET on a server with
+// authentication: unset (River UI is not served), or at least 32 bytes and
+// not BATON_JWT_SECRET.
+func (c *serveConfig) checkOperatorSecret() error {
+	if c.insecure || c.operatorSecret == "" {
+		return nil
+	}
+	if len(c.operatorSecret) < httpapi.MinJWTSecretBytes {
+		return fmt.Errorf("BATON_OPERATOR_SECRET is %d bytes: it must be at least %d (openssl rand -hex 32 makes one)",
+			len(c.operatorSecret), httpapi.MinJWTSecretBytes)
+	}
+	if c.operatorSecret == c.jwtSecret {
+		return errors.New("BATON_OPERATOR_SECRET must differ from BATON_JWT_SECRET: whoever signs tenant tokens must not be able to sign operator tokens")
+	}
+	return nil
 }
 
 // newLogger returns the logger of a format and level checked by their
@@ -240,7 +267,7 @@ func serve(ctx context.Context, c serveConfig) error {
 	}
 	defer presence.Stop(context.WithoutCancel(ctx)) // after River's client has stopped
 	api, err := httpapi.New(httpapi.Config{
-		Engine: eng, Pool: pool, JWTSecret: []byte(c.jwtSecret), Insecure: c.insecure, Logger: logger,
+		Engine: eng, Pool: pool, JWTSecret: []byte(c.jwtSecret), OperatorSecret: []byte(c.operatorSecret), Insecure: c.insecure, Logger: logger,
 		Hub: hub, Metrics: reg.Handler(), MetricsToken: os.Getenv("BATON_METRICS_TOKEN"),
 		Token: httpapi.TokenPolicy{MaxLifetime: time.Duration(file.Auth.MaxTokenLifetime),
 			Audience: envOr("BATON_JWT_AUDIENCE", file.Auth.Audience), Issuer: envOr("BATON_JWT_ISSUER", file.Auth.Issuer)},
@@ -258,7 +285,7 @@ func serve(ctx context.Context, c serveConfig) error {
 	defer jobs.StartTimers(ctx, pool, jobs.TimersConfig{Logger: logger}).Stop()
 	hub.Start()
 	defer hub.Stop() // after Shutdown: ends the WebSocket streams it left open
-	jobsUI, err := console.NewJobsUI(ctx, console.JobsUIConfig{Client: client, Logger: logger})
+	jobsUI, err := c.jobsUI(ctx, client, logger)
 	if err != nil {
 		return err
 	}
@@ -289,6 +316,21 @@ func serve(ctx context.Context, c serveConfig) error {
 		_ = client.StopAndCancel(shutdownCtx)
 	}
 	return nil
+}
+
+// jobsUI is River UI for the console, served to operators: on a server
+// with authentication only when BATON_OPERATOR_SECRET is set, since only
+// an operator token opens it; nil otherwise.
+func (c *serveConfig) jobsUI(ctx context.Context, client *river.Client[pgx.Tx], logger *slog.Logger) (http.Handler, error) {
+	if !c.insecure && c.operatorSecret == "" {
+		logger.Info("River UI is not served: BATON_OPERATOR_SECRET is not set (operators sign in to it with baton token --operator)")
+		return nil, nil
+	}
+	ui, err := console.NewJobsUI(ctx, console.JobsUIConfig{Client: client, Logger: logger})
+	if err != nil {
+		return nil, err
+	}
+	return ui, nil
 }
 
 // withConsole serves the console under /console/ and the API elsewhere.
@@ -355,51 +397,104 @@ func cmdMigrate(ctx context.Context, args []string) error {
 }
 
 // tokenScopes are the scopes baton token accepts.
-var tokenScopes = []string{httpapi.ScopeWorkflowsRead, httpapi.ScopeWorkflowsWrite, httpapi.ScopeMonitorRead, httpapi.ScopeMonitorWrite, httpapi.ScopeOperator}
+var tokenScopes = []string{httpapi.ScopeWorkflowsRead, httpapi.ScopeWorkflowsWrite, httpapi.ScopeMonitorRead, httpapi.ScopeMonitorWrite}
+
+// tokenFlags are baton token's flags.
+type tokenFlags struct {
+	operator        bool
+	tenant, subject string
+	scope, aud, iss string
+	ttl             time.Duration
+}
 
 func cmdToken(args []string) error {
+	var f tokenFlags
 	fs := flag.NewFlagSet("token", flag.ContinueOnError)
-	tenant := fs.String("tenant", "", "tenant the token is for (required)")
-	subject := fs.String("sub", "baton-cli", "subject of the token")
-	scope := fs.String("scope", "", `space-separated scopes (default "workflows:read workflows:write")`)
-	ttl := fs.Duration("ttl", 24*time.Hour, "how long the token is valid (baton serve refuses more than auth.maxTokenLifetime, default 720h)")
-	aud := fs.String("aud", "", "the token's aud claim (BATON_JWT_AUDIENCE)")
-	iss := fs.String("iss", "", "the token's iss claim (BATON_JWT_ISSUER)")
+	fs.BoolVar(&f.operator, "operator", false, "mint an operator token, which opens River UI: signed with BATON_OPERATOR_SECRET, no tenant, no scope")
+	fs.StringVar(&f.tenant, "tenant", "", "tenant the token is for (required, except with --operator)")
+	fs.StringVar(&f.subject, "sub", "baton-cli", "subject of the token (with --operator: who the operator is)")
+	fs.StringVar(&f.scope, "scope", "", `space-separated scopes (default "workflows:read workflows:write")`)
+	fs.DurationVar(&f.ttl, "ttl", 24*time.Hour, "how long the token is valid (baton serve refuses more than auth.maxTokenLifetime, default 720h)")
+	fs.StringVar(&f.aud, "aud", "", "the token's aud claim (BATON_JWT_AUDIENCE); an operator token's is always baton-operator")
+	fs.StringVar(&f.iss, "iss", "", "the token's iss claim (BATON_JWT_ISSUER)")
 	if err := parseFlags(fs, args, envFlag{"aud", "BATON_JWT_AUDIENCE"}, envFlag{"iss", "BATON_JWT_ISSUER"}); err != nil {
 		return err
 	}
-	if *ttl <= 0 {
-		return fmt.Errorf("--ttl %s: must be positive", *ttl)
+	if f.ttl <= 0 {
+		return fmt.Errorf("--ttl %s: must be positive", f.ttl)
 	}
-	scopes := splitFields(*scope)
-	for _, s := range scopes {
-		if !slices.Contains(tokenScopes, s) {
-			return fmt.Errorf("--scope: unknown scope %q (known: %s)", s, strings.Join(tokenScopes, " "))
-		}
+	if f.ttl > httpapi.DefaultMaxTokenLifetime {
+		fmt.Fprintf(os.Stderr, "warning: --ttl %s is over the %s baton serve accepts unless auth.maxTokenLifetime is raised\n", f.ttl, httpapi.DefaultMaxTokenLifetime)
 	}
-	secret := os.Getenv("BATON_JWT_SECRET")
-	if secret == "" {
-		return errors.New("BATON_JWT_SECRET is not set")
+	var (
+		tok string
+		err error
+	)
+	if f.operator {
+		tok, err = mintOperatorToken(f)
+	} else {
+		tok, err = mintTenantToken(f)
 	}
-	if len(secret) < httpapi.MinJWTSecretBytes {
-		fmt.Fprintf(os.Stderr, "warning: BATON_JWT_SECRET is %d bytes; baton serve refuses a secret under %d bytes\n", len(secret), httpapi.MinJWTSecretBytes)
-	}
-	if *ttl > httpapi.DefaultMaxTokenLifetime {
-		fmt.Fprintf(os.Stderr, "warning: --ttl %s is over the %s baton serve accepts unless auth.maxTokenLifetime is raised\n", *ttl, httpapi.DefaultMaxTokenLifetime)
-	}
-	var opts []httpapi.TokenOption
-	if *aud != "" {
-		opts = append(opts, httpapi.WithAudience(*aud))
-	}
-	if *iss != "" {
-		opts = append(opts, httpapi.WithIssuer(*iss))
-	}
-	tok, err := httpapi.MintToken([]byte(secret), *tenant, *subject, scopes, *ttl, opts...)
 	if err != nil {
 		return err
 	}
 	fmt.Println(tok)
 	return nil
+}
+
+// tokenSecret reads the secret in env that signs a token, warning when it
+// is shorter than baton serve accepts.
+func tokenSecret(env string) ([]byte, error) {
+	secret := os.Getenv(env)
+	if secret == "" {
+		return nil, fmt.Errorf("%s is not set", env)
+	}
+	if len(secret) < httpapi.MinJWTSecretBytes {
+		fmt.Fprintf(os.Stderr, "warning: %s is %d bytes; baton serve refuses a secret under %d bytes\n", env, len(secret), httpapi.MinJWTSecretBytes)
+	}
+	return []byte(secret), nil
+}
+
+// mintTenantToken mints an API token for a tenant with BATON_JWT_SECRET.
+func mintTenantToken(f tokenFlags) (string, error) {
+	scopes := splitFields(f.scope)
+	for _, s := range scopes {
+		if s == "operator" {
+			return "", errors.New("--scope operator: a tenant's token no longer opens River UI; mint an operator token with baton token --operator (BATON_OPERATOR_SECRET)")
+		}
+		if !slices.Contains(tokenScopes, s) {
+			return "", fmt.Errorf("--scope: unknown scope %q (known: %s)", s, strings.Join(tokenScopes, " "))
+		}
+	}
+	secret, err := tokenSecret("BATON_JWT_SECRET")
+	if err != nil {
+		return "", err
+	}
+	var opts []httpapi.TokenOption
+	if f.aud != "" {
+		opts = append(opts, httpapi.WithAudience(f.aud))
+	}
+	if f.iss != "" {
+		opts = append(opts, httpapi.WithIssuer(f.iss))
+	}
+	return httpapi.MintToken(secret, f.tenant, f.subject, scopes, f.ttl, opts...)
+}
+
+// mintOperatorToken mints an operator token with BATON_OPERATOR_SECRET: no
+// tenant, no scope, audience baton-operator.
+func mintOperatorToken(f tokenFlags) (string, error) {
+	if f.tenant != "" || f.scope != "" {
+		return "", errors.New("--operator: an operator token names no tenant and no scope; leave out --tenant and --scope")
+	}
+	secret, err := tokenSecret("BATON_OPERATOR_SECRET")
+	if err != nil {
+		return "", err
+	}
+	var opts []httpapi.TokenOption
+	if f.iss != "" {
+		opts = append(opts, httpapi.WithIssuer(f.iss))
+	}
+	return httpapi.MintOperatorToken(secret, f.subject, f.ttl, opts...)
 }
 
 // outboundChannels builds the channel adapters of the config file's
