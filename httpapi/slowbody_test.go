@@ -107,3 +107,34 @@ func TestShortBodyIs400(t *testing.T) {
 	require.Equal(t, http.StatusBadRequest, resp.StatusCode, "%v", body)
 	require.Equal(t, "request.body.incomplete", body["error"].(map[string]any)["code"])
 }
+
+// Over HTTP/2 (TLS), where the read timeout cuts one stream rather than
+// the connection, a stalled body is answered 408 the same way.
+func TestSlowBodyOverHTTP2Is408(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	srv := httptest.NewUnstartedServer(b.api.Handler())
+	srv.EnableHTTP2 = true
+	srv.Config.ReadTimeout = 300 * time.Millisecond
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	const path = "/api/v1/workflow/validate"
+	body, w := io.Pipe()
+	t.Cleanup(func() { _ = w.Close() })
+	go func() { _, _ = w.Write([]byte(`{"payload": `)) }() // and nothing more
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, srv.URL+path, body)
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Tenant-ID", b.tenant)
+	req.Header.Set("Authorization", "Bearer "+b.token)
+	resp, err := srv.Client().Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, "HTTP/2.0", resp.Proto)
+	raw, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusRequestTimeout, resp.StatusCode, "%s", raw)
+	var got map[string]any
+	require.NoError(t, json.Unmarshal(raw, &got))
+	require.Equal(t, "request.body.timeout", got["error"].(map[string]any)["code"])
+}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -63,6 +64,9 @@ type serveConfig struct {
 	// devTenant, when set, is the tenant the console signs a browser in
 	// as, with every scope (baton dev).
 	devTenant string
+	// tls, when set, serves HTTPS with its certificate (serve's --tls-cert
+	// and --tls-key); nil serves plain HTTP.
+	tlsConfig *tls.Config
 	// weakSecrets lets callbacks and webhooks run with a callback or
 	// webhook secret under engine.MinSecretBytes, with a warning (baton
 	// dev); serve refuses to start.
@@ -112,10 +116,11 @@ var serveEnv = []envFlag{
 	{"log-level", "BATON_LOG_LEVEL"}, {"config", "BATON_CONFIG"}, {"lock-timeout", "BATON_LOCK_TIMEOUT"},
 }
 
-// parse parses serve's or dev's flags and the environment behind them, and
-// checks what the flags' own parsers cannot.
-func (c *serveConfig) parse(fs *flag.FlagSet, args []string) error {
-	if err := parseFlags(fs, args, serveEnv...); err != nil {
+// parse parses serve's or dev's flags and the environment behind them
+// (serveEnv, and extra for the command's own flags), and checks what the
+// flags' own parsers cannot.
+func (c *serveConfig) parse(fs *flag.FlagSet, args []string, extra ...envFlag) error {
+	if err := parseFlags(fs, args, append(slices.Clone(serveEnv), extra...)...); err != nil {
 		return err
 	}
 	if c.rescueAfter <= jobs.StepTimeout {
@@ -130,7 +135,14 @@ func cmdServe(ctx context.Context, args []string) error {
 	c.flags(fs, "json")
 	fs.BoolVar(&c.insecure, "insecure-no-auth", false, "serve without authentication (X-Tenant-ID alone names the tenant); never in production")
 	fs.BoolVar(&c.migrate, "migrate", false, "apply migrations before serving")
-	if err := c.parse(fs, args); err != nil {
+	var certFile, keyFile string
+	fs.StringVar(&certFile, "tls-cert", "", "serve HTTPS with this PEM certificate `file` (chain included); needs --tls-key (BATON_TLS_CERT)")
+	fs.StringVar(&keyFile, "tls-key", "", "the PEM private key `file` of --tls-cert (BATON_TLS_KEY)")
+	if err := c.parse(fs, args, envFlag{"tls-cert", "BATON_TLS_CERT"}, envFlag{"tls-key", "BATON_TLS_KEY"}); err != nil {
+		return err
+	}
+	var err error
+	if c.tlsConfig, err = loadTLS(certFile, keyFile); err != nil {
 		return err
 	}
 	c.jwtSecret = os.Getenv("BATON_JWT_SECRET")
@@ -166,6 +178,25 @@ func (c *serveConfig) checkOperatorSecret() error {
 		return errors.New("BATON_OPERATOR_SECRET must differ from BATON_JWT_SECRET: whoever signs tenant tokens must not be able to sign operator tokens")
 	}
 	return nil
+}
+
+// loadTLS reads serve's certificate and key: nil when neither is given, an
+// error naming the flag when only one is, or when they cannot be read or do
+// not match. The server then speaks TLS 1.2 or later, HTTP/2 and HTTP/1.1.
+func loadTLS(certFile, keyFile string) (*tls.Config, error) {
+	switch {
+	case certFile == "" && keyFile == "":
+		return nil, nil
+	case certFile == "":
+		return nil, errors.New("--tls-key (BATON_TLS_KEY) needs --tls-cert (BATON_TLS_CERT)")
+	case keyFile == "":
+		return nil, errors.New("--tls-cert (BATON_TLS_CERT) needs --tls-key (BATON_TLS_KEY)")
+	}
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("--tls-cert %s and --tls-key %s: %w", certFile, keyFile, err)
+	}
+	return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, nil
 }
 
 // newLogger returns the logger of a format and level checked by their
@@ -295,8 +326,13 @@ func serve(ctx context.Context, c serveConfig) error {
 	}
 	srv := newHTTPServer(withConsole(api.Handler(), con.Handler()), file.HTTP)
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	logger.Info("baton serving", "addr", ln.Addr().String(), "auth", !c.insecure)
+	if c.tlsConfig != nil {
+		srv.TLSConfig = c.tlsConfig
+		go func() { errc <- srv.ServeTLS(ln, "", "") }()
+	} else {
+		go func() { errc <- srv.Serve(ln) }()
+	}
+	logger.Info("baton serving", "addr", ln.Addr().String(), "auth", !c.insecure, "tls", c.tlsConfig != nil)
 	if c.ready != nil {
 		c.ready(ln.Addr().String())
 	}
