@@ -347,7 +347,7 @@ func TestServeAnswersAreNoSniff(t *testing.T) {
 		"/healthz": http.StatusOK, "/readyz": http.StatusOK, "/api/v1/openapi.yaml": http.StatusOK, "/metrics": http.StatusOK,
 		"/api/v1/workflow/definitions": http.StatusOK, "/api/v1/workflow/executions/nope": http.StatusNotFound, "/nowhere": http.StatusNotFound,
 		"/console/static/console.css": http.StatusOK, "/console": http.StatusFound, "/console/signin": http.StatusOK,
-		"/console/jobs/": http.StatusFound, "/console/nowhere": http.StatusNotFound,
+		"/console/jobs/": http.StatusOK, "/console/nowhere": http.StatusNotFound,
 	} {
 		req, err := http.NewRequest(http.MethodGet, "http://"+srv.addr+path, nil)
 		require.NoError(t, err)
