@@ -38,15 +38,11 @@ type serveConfig struct {
 	addr        string
 	databaseURL string
 	jwtSecret   string
-	// operatorSecret signs operator tokens (BATON_OPERATOR_SECRET), which
-	// open River UI; empty serves no River UI on a server with
-	// authentication.
-	operatorSecret string
-	insecure       bool
-	migrate        bool
-	logFormat      choiceFlag
-	logLevel       choiceFlag
-	rescueAfter    time.Duration
+	insecure    bool
+	migrate     bool
+	logFormat   choiceFlag
+	logLevel    choiceFlag
+	rescueAfter time.Duration
 	// configPath is the config file (BATON_CONFIG); empty means defaults.
 	configPath string
 	// lockTimeout overrides the file's locks.timeout when set (flag, else
@@ -64,8 +60,12 @@ type serveConfig struct {
 	// devTenant, when set, is the tenant the console signs a browser in
 	// as, with every scope (baton dev).
 	devTenant string
-	// tls, when set, serves HTTPS with its certificate (serve's --tls-cert
-	// and --tls-key); nil serves plain HTTP.
+	// operatorSecret signs operator tokens (BATON_OPERATOR_SECRET), which
+	// open River UI; empty serves no River UI on a server with
+	// authentication.
+	operatorSecret string
+	// tlsConfig, when set, serves HTTPS with its certificate (serve's
+	// --tls-cert and --tls-key); nil serves plain HTTP.
 	tlsConfig *tls.Config
 	// weakSecrets lets callbacks and webhooks run with a callback or
 	// webhook secret under engine.MinSecretBytes, with a warning (baton
