@@ -44,6 +44,8 @@ type siteOpts struct {
 	jobs bool
 	// readLimit is the API's per-tenant read rate limit, which pages share.
 	readLimit httpapi.RateLimit
+	// wrap, when set, wraps the site's handler (to time it).
+	wrap func(http.Handler) http.Handler
 }
 
 func newSite(t *testing.T, opts siteOpts) *site {
@@ -83,7 +85,11 @@ func newSite(t *testing.T, opts siteOpts) *site {
 	mux := http.NewServeMux()
 	mux.Handle("/console/", con.Handler())
 	mux.Handle("/", api.Handler())
-	srv := httptest.NewServer(mux)
+	var h http.Handler = mux
+	if opts.wrap != nil {
+		h = opts.wrap(mux)
+	}
+	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return &site{pool: pool, engine: eng, api: api, server: srv}
 }
