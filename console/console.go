@@ -88,7 +88,7 @@ func (c *Console) Handler() http.Handler { return c.mux }
 
 func (c *Console) routes() {
 	static, _ := fs.Sub(staticFS, "static")
-	c.mux.Handle("GET /console/static/", http.StripPrefix("/console/static/", http.FileServerFS(static)))
+	c.mux.Handle("GET /console/static/", http.StripPrefix("/console/static/", http.FileServerFS(filesOnly{static})))
 	c.mux.Handle("GET /console", http.RedirectHandler(Prefix, http.StatusFound))
 	c.mux.HandleFunc("GET /console/signin", c.signInPage)
 	c.mux.HandleFunc("POST /console/signin", c.signIn)
@@ -110,6 +110,27 @@ func (c *Console) routes() {
 	c.mux.HandleFunc(JobsPrefix+"/", c.serveJobs)
 	c.mux.HandleFunc(JobsPrefix, c.serveJobs)
 	c.mux.HandleFunc("/console/", c.notFound)
+}
+
+// filesOnly opens the files of an fs.FS and no directory, so the file
+// server serves the console's static files and lists no directory: a
+// directory is not found (404).
+type filesOnly struct{ fs.FS }
+
+func (f filesOnly) Open(name string) (fs.File, error) {
+	file, err := f.FS.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	st, err := file.Stat()
+	if err == nil && st.IsDir() {
+		err = fs.ErrNotExist
+	}
+	if err != nil {
+		_ = file.Close()
+		return nil, err
+	}
+	return file, nil
 }
 
 // pageFunc renders one page for a session.
