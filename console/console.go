@@ -172,17 +172,23 @@ func (c *Console) route(pattern, scope string, render pageFunc) {
 }
 
 // session returns the request's session, signing baton dev's browser in;
-// without one it redirects to the sign-in page and reports false.
+// without one it redirects to the sign-in page and reports false. When the
+// database cannot say whether the session lives, the page says so (503).
 func (c *Console) session(w http.ResponseWriter, r *http.Request) (httpapi.Session, bool) {
 	sess, err := c.api.Session(r)
 	if err == nil {
 		return sess, true
 	}
+	if !errors.Is(err, httpapi.ErrNoSession) && !errors.Is(err, httpapi.ErrSessionRefused) {
+		c.renderFailure(w, r, httpapi.Session{}, err)
+		return httpapi.Session{}, false
+	}
 	if c.devTenant != "" {
-		if sess, err = c.devSession(w, r); err == nil {
-			return sess, true
+		if sess, err = c.devSession(w, r); err != nil {
+			c.renderFailure(w, r, httpapi.Session{}, fmt.Errorf("signing in the dev tenant: %w", err))
+			return httpapi.Session{}, false
 		}
-		c.Error("signing in the dev tenant", "error", err)
+		return sess, true
 	}
 	if r.Method != http.MethodGet {
 		c.renderError(w, r, httpapi.Session{}, http.StatusUnauthorized, "your session has ended: sign in again")
