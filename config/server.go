@@ -2,6 +2,8 @@ package config
 
 import (
 	"fmt"
+	"net/netip"
+	"strings"
 	"time"
 )
 
@@ -34,6 +36,49 @@ type HTTP struct {
 	// IdleTimeout is how long a keep-alive connection may wait for its next
 	// request. Default 120s.
 	IdleTimeout Duration `json:"idleTimeout"`
+	// TrustedProxies are the reverse proxies whose X-Forwarded-Proto Baton
+	// believes, as CIDR prefixes ("10.0.0.0/8") or single addresses
+	// ("127.0.0.1", "::1"): a request whose peer address is among them and
+	// whose X-Forwarded-Proto says https gets a Secure console session
+	// cookie, as a request that came over TLS does. Default: none, so the
+	// header is ignored.
+	TrustedProxies []string `json:"trustedProxies"`
+}
+
+// TrustedProxyPrefixes parses TrustedProxies; a single address is a
+// prefix of its full length.
+func (h HTTP) TrustedProxyPrefixes() ([]netip.Prefix, error) {
+	out := make([]netip.Prefix, 0, len(h.TrustedProxies))
+	for _, s := range h.TrustedProxies {
+		p, err := parseProxy(strings.TrimSpace(s))
+		if err != nil {
+			return nil, fmt.Errorf("http.trustedProxies: %q is neither a CIDR prefix nor an IP address", s)
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// parseProxy parses one trusted proxy: a prefix, or an address. IPv4
+// addresses written in IPv6 form (::ffff:10.0.0.1) are read as IPv4, as
+// peers' addresses are.
+func parseProxy(s string) (netip.Prefix, error) {
+	if strings.Contains(s, "/") {
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			return netip.Prefix{}, err
+		}
+		if a := p.Addr(); a.Is4In6() && p.Bits() >= 96 {
+			return netip.PrefixFrom(a.Unmap(), p.Bits()-96).Masked(), nil
+		}
+		return p.Masked(), nil
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Prefix{}, err
+	}
+	a = a.Unmap()
+	return netip.PrefixFrom(a, a.BitLen()), nil
 }
 
 // writeTimeoutMargin is what the default write timeout adds to the longest
@@ -70,6 +115,9 @@ func (c *Config) validateServer() []string {
 	}
 	if c.HTTP.ReadTimeout < 0 || c.HTTP.WriteTimeout < 0 || c.HTTP.IdleTimeout < 0 {
 		problems = append(problems, "http timeouts must not be negative")
+	}
+	if _, err := c.HTTP.TrustedProxyPrefixes(); err != nil {
+		problems = append(problems, err.Error())
 	}
 	if hold := c.waitHold(); c.HTTP.WriteTimeout > 0 && time.Duration(c.HTTP.WriteTimeout) <= hold {
 		problems = append(problems, fmt.Sprintf("http.writeTimeout (%s) must be longer than limits.waitTimeoutMs (%s): a wait_for_completion request would be cut off",

@@ -38,3 +38,25 @@ func TestAuthAndHTTPSections(t *testing.T) {
 		require.ErrorContains(t, err, tc.want, name)
 	}
 }
+
+func TestTrustedProxies(t *testing.T) {
+	t.Parallel()
+	c, err := config.Parse([]byte(`{http: {trustedProxies: ["10.0.0.0/8", "127.0.0.1", "::1", "fd00::/8", "::ffff:192.168.0.0/112", "10.1.2.3/8"]}}`))
+	require.NoError(t, err)
+	got, err := c.HTTP.TrustedProxyPrefixes()
+	require.NoError(t, err)
+	want := []string{"10.0.0.0/8", "127.0.0.1/32", "::1/128", "fd00::/8", "192.168.0.0/16", "10.0.0.0/8"}
+	require.Len(t, got, len(want))
+	for i, p := range got {
+		require.Equal(t, want[i], p.String())
+	}
+
+	none, err := config.Default().HTTP.TrustedProxyPrefixes()
+	require.NoError(t, err)
+	require.Empty(t, none, "no proxy is trusted by default")
+
+	for _, bad := range []string{`"10.0.0.0/33"`, `"localhost"`, `""`, `"10.0.0.1:80"`} {
+		_, err := config.Parse([]byte(`{http: {trustedProxies: [` + bad + `]}}`))
+		require.ErrorContains(t, err, "http.trustedProxies", bad)
+	}
+}

@@ -88,7 +88,7 @@ func (c *Console) Handler() http.Handler { return c.mux }
 
 func (c *Console) routes() {
 	static, _ := fs.Sub(staticFS, "static")
-	c.mux.Handle("GET /console/static/", http.StripPrefix("/console/static/", http.FileServerFS(static)))
+	c.mux.Handle("GET /console/static/", http.StripPrefix("/console/static/", http.FileServerFS(filesOnly{static})))
 	c.mux.Handle("GET /console", http.RedirectHandler(Prefix, http.StatusFound))
 	c.mux.HandleFunc("GET /console/signin", c.signInPage)
 	c.mux.HandleFunc("POST /console/signin", c.signIn)
@@ -110,6 +110,27 @@ func (c *Console) routes() {
 	c.mux.HandleFunc(JobsPrefix+"/", c.serveJobs)
 	c.mux.HandleFunc(JobsPrefix, c.serveJobs)
 	c.mux.HandleFunc("/console/", c.notFound)
+}
+
+// filesOnly opens the files of an fs.FS and no directory, so the file
+// server serves the console's static files and lists no directory: a
+// directory is not found (404).
+type filesOnly struct{ fs.FS }
+
+func (f filesOnly) Open(name string) (fs.File, error) {
+	file, err := f.FS.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	st, err := file.Stat()
+	if err == nil && st.IsDir() {
+		err = fs.ErrNotExist
+	}
+	if err != nil {
+		_ = file.Close()
+		return nil, err
+	}
+	return file, nil
 }
 
 // pageFunc renders one page for a session.
@@ -151,17 +172,23 @@ func (c *Console) route(pattern, scope string, render pageFunc) {
 }
 
 // session returns the request's session, signing baton dev's browser in;
-// without one it redirects to the sign-in page and reports false.
+// without one it redirects to the sign-in page and reports false. When the
+// database cannot say whether the session lives, the page says so (503).
 func (c *Console) session(w http.ResponseWriter, r *http.Request) (httpapi.Session, bool) {
 	sess, err := c.api.Session(r)
 	if err == nil {
 		return sess, true
 	}
+	if !errors.Is(err, httpapi.ErrNoSession) && !errors.Is(err, httpapi.ErrSessionRefused) {
+		c.renderFailure(w, r, httpapi.Session{}, err)
+		return httpapi.Session{}, false
+	}
 	if c.devTenant != "" {
-		if sess, err = c.devSession(w, r); err == nil {
-			return sess, true
+		if sess, err = c.devSession(w, r); err != nil {
+			c.renderFailure(w, r, httpapi.Session{}, fmt.Errorf("signing in the dev tenant: %w", err))
+			return httpapi.Session{}, false
 		}
-		c.Error("signing in the dev tenant", "error", err)
+		return sess, true
 	}
 	if r.Method != http.MethodGet {
 		c.renderError(w, r, httpapi.Session{}, http.StatusUnauthorized, "your session has ended: sign in again")

@@ -9,5 +9,11 @@
 // and re-reads the parts of the page marked data-live when an event
 // arrives, counts down timeouts, and sends the actions to the REST API,
 // which checks the session's scopes exactly as it checks a token's.
-// docs/console.md describes the pages and the sign-in.
+//
+// Sessions are the API's (httpapi/session.go): stored in PostgreSQL and
+// read on every request, so a sign-out ends one in every process. What a
+// tenant stored is shown within budgets (jsonview.go, render.go): a JSON
+// value is indented while it is read, collapsed below 32 levels and cut
+// at 64 KiB, so no page costs more than an API answer of the same rows.
+// docs/console.md describes the pages, the sign-in and the bounds.
 package console

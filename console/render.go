@@ -2,7 +2,6 @@ package console
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"html/template"
@@ -132,20 +131,24 @@ func (e *badRequest) Error() string { return e.message }
 
 func badRequestf(format string, a ...any) error { return &badRequest{fmt.Sprintf(format, a...)} }
 
-// maxJSONShown bounds the JSON a page shows of one value (variables,
-// payloads); the rest is cut with a note.
-const maxJSONShown = 64 << 10
-
 // funcs are the templates' helpers.
 var funcs = template.FuncMap{
-	"ts":        formatTime,
-	"ago":       ago,
-	"dur":       formatDuration,
-	"json":      prettyJSON,
-	"deref":     deref,
-	"pathEsc":   url.PathEscape,
-	"execURL":   func(id string) string { return Prefix + "executions/" + url.PathEscape(id) },
-	"threadURL": func(id string) string { return Prefix + "threads/" + url.PathEscape(id) },
+	"ts":       formatTime,
+	"ago":      ago,
+	"dur":      formatDuration,
+	"json":     showJSON,
+	"size":     formatSize,
+	"clipBody": func(s string) shownText { return clipText(s, maxBodyShown) },
+	"clipLine": func(s string) shownText { return clipText(s, maxLineShown) },
+	"deref":    deref,
+	"pathEsc":  url.PathEscape,
+	"execURL":  func(id string) string { return Prefix + "executions/" + url.PathEscape(id) },
+	"execAPI":  func(id string) string { return "/api/v1/workflow/executions/" + url.PathEscape(id) },
+	"defAPI": func(id, version string) string {
+		return "/api/v1/workflow/definitions/" + url.PathEscape(id) + "?version=" + url.QueryEscape(version)
+	},
+	"messagesAPI": func(id string) string { return "/api/v1/threads/" + url.PathEscape(id) + "/messages" },
+	"threadURL":   func(id string) string { return Prefix + "threads/" + url.PathEscape(id) },
 	"defURL": func(id, version string) string {
 		u := Prefix + "definitions/" + url.PathEscape(id)
 		if version != "" {
@@ -214,41 +217,45 @@ func formatDuration(d time.Duration) string {
 	}
 }
 
-// prettyJSON indents a value (or raw JSON) for a <pre>, cut at
-// maxJSONShown.
-func prettyJSON(v any) string {
-	var raw []byte
-	switch x := v.(type) {
-	case json.RawMessage:
-		raw = x
-	case []byte:
-		raw = x
+// Budgets of the texts a page shows once a row: a thread's messages and
+// an execution's event lines; the rest is cut with a note of how much.
+const (
+	// maxBodyShown bounds one message's text on the thread page.
+	maxBodyShown = 4 << 10
+	// maxLineShown bounds one event's message on the execution page.
+	maxLineShown = 1 << 10
+)
+
+// formatSize is a size in bytes as people read it: 900 bytes, 64 KiB,
+// 118.3 KiB, 1.5 MiB.
+func formatSize(n int) string {
+	switch {
+	case n < 1<<10:
+		return fmt.Sprintf("%d bytes", n)
+	case n < 1<<20:
+		return strings.TrimSuffix(fmt.Sprintf("%.1f", float64(n)/(1<<10)), ".0") + " KiB"
 	default:
-		// Not escaped for HTML here: the template escapes what it shows,
-		// and "<" reads better than "\u003c".
-		var b bytes.Buffer
-		enc := json.NewEncoder(&b)
-		enc.SetEscapeHTML(false)
-		if err := enc.Encode(v); err != nil {
-			return fmt.Sprintf("(cannot show: %v)", err)
-		}
-		raw = bytes.TrimSpace(b.Bytes())
+		return strings.TrimSuffix(fmt.Sprintf("%.1f", float64(n)/(1<<20)), ".0") + " MiB"
 	}
-	if len(raw) == 0 {
-		return "null"
+}
+
+// shownText is a tenant's text as a page shows it.
+type shownText struct {
+	// Text is the text's first bytes, cut at a rune boundary.
+	Text string
+	// More is the number of bytes not shown.
+	More int
+}
+
+// clipText is s's first n bytes, cut at a rune boundary.
+func clipText(s string, n int) shownText {
+	if len(s) <= n {
+		return shownText{Text: s}
 	}
-	var buf bytes.Buffer
-	if err := json.Indent(&buf, raw, "", "  "); err != nil {
-		return string(raw)
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
 	}
-	if buf.Len() > maxJSONShown {
-		cut := maxJSONShown
-		for cut > 0 && !utf8.RuneStart(buf.Bytes()[cut]) {
-			cut--
-		}
-		return buf.String()[:cut] + fmt.Sprintf("\n… (%d more bytes not shown)", buf.Len()-cut)
-	}
-	return buf.String()
+	return shownText{Text: s[:n], More: len(s) - n}
 }
 
 // deref is a nullable string, empty for null.

@@ -4,11 +4,14 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
+	"net/netip"
 	"net/url"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -50,11 +53,27 @@ type siteOpts struct {
 	// noOperators serves with no operator secret: no operator token is
 	// taken.
 	noOperators bool
+	// writeLimit is the API's per-tenant write rate limit, which sign-ins
+	// share.
+	writeLimit httpapi.RateLimit
+	// wrap, when set, wraps the site's handler (to time it).
+	wrap func(http.Handler) http.Handler
+	// tls serves the site over TLS (httptest.NewTLSServer).
+	tls bool
+	// trustedProxies are the API's trusted proxies.
+	trustedProxies []netip.Prefix
+	// pool, when set, is the site's database: two sites on one pool are
+	// two baton processes of one deployment. Nil gives the site a
+	// database of its own.
+	pool *pgxpool.Pool
 }
 
 func newSite(t *testing.T, opts siteOpts) *site {
 	t.Helper()
-	pool := pgtest.NewPool(t)
+	pool := opts.pool
+	if pool == nil {
+		pool = pgtest.NewPool(t)
+	}
 	eng, err := engine.New(engine.Config{Pool: pool, Channel: &engine.MemoryChannel{}})
 	require.NoError(t, err)
 	client, err := jobs.NewClient(pool, jobs.Config{Engine: eng})
@@ -70,7 +89,8 @@ func newSite(t *testing.T, opts siteOpts) *site {
 	require.NoError(t, err)
 	hub.Start()
 	t.Cleanup(hub.Stop)
-	cfg := httpapi.Config{Engine: eng, Pool: pool, JWTSecret: secret, OperatorSecret: operatorSecret, Hub: hub, RateLimits: httpapi.RateLimits{Read: opts.readLimit}}
+	cfg := httpapi.Config{Engine: eng, Pool: pool, JWTSecret: secret, OperatorSecret: operatorSecret, Hub: hub, RateLimits: httpapi.RateLimits{Read: opts.readLimit, Write: opts.writeLimit},
+		TrustedProxies: opts.trustedProxies}
 	if opts.noOperators {
 		cfg.OperatorSecret = nil
 	}
@@ -92,7 +112,16 @@ func newSite(t *testing.T, opts siteOpts) *site {
 	mux := http.NewServeMux()
 	mux.Handle("/console/", con.Handler())
 	mux.Handle("/", api.Handler())
-	srv := httptest.NewServer(mux)
+	var h http.Handler = mux
+	if opts.wrap != nil {
+		h = opts.wrap(mux)
+	}
+	srv := httptest.NewUnstartedServer(h)
+	if opts.tls {
+		srv.StartTLS()
+	} else {
+		srv.Start()
+	}
 	t.Cleanup(srv.Close)
 	return &site{pool: pool, engine: eng, api: api, server: srv}
 }
@@ -117,9 +146,8 @@ type browser struct {
 func (s *site) browser(t *testing.T) *browser {
 	jar, err := cookiejar.New(nil)
 	require.NoError(t, err)
-	return &browser{t: t, site: s, client: &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error {
-		return http.ErrUseLastResponse
-	}}}
+	return &browser{t: t, site: s, client: &http.Client{Jar: jar, Transport: s.server.Client().Transport,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
 }
 
 // page is one answer.
@@ -190,4 +218,90 @@ func (s *site) start(t *testing.T, p engine.StartParams) string {
 	})
 	require.NoError(t, err)
 	return id
+}
+
+// dbProxy forwards TCP connections to PostgreSQL; while it is down it cuts
+// the connections it carries and closes new ones, as a database that went
+// away would.
+type dbProxy struct {
+	ln     net.Listener
+	target string
+
+	mu    sync.Mutex
+	down  bool
+	conns map[net.Conn]struct{}
+}
+
+// proxiedPool is a pool on a new database reached through a dbProxy.
+func proxiedPool(t *testing.T) (*pgxpool.Pool, *dbProxy) {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(pgtest.NewDatabase(t))
+	require.NoError(t, err)
+	require.False(t, strings.HasPrefix(cfg.ConnConfig.Host, "/"), "the proxy forwards TCP only")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	p := &dbProxy{ln: ln, target: net.JoinHostPort(cfg.ConnConfig.Host, fmt.Sprint(cfg.ConnConfig.Port)), conns: map[net.Conn]struct{}{}}
+	go p.serve()
+	t.Cleanup(func() {
+		_ = ln.Close()
+		p.setDown(true)
+	})
+	cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Fallbacks = "127.0.0.1", uint16(ln.Addr().(*net.TCPAddr).Port), nil
+	cfg.ConnConfig.ConnectTimeout = 2 * time.Second
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	return pool, p
+}
+
+func (p *dbProxy) serve() {
+	for {
+		client, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		go p.forward(client)
+	}
+}
+
+func (p *dbProxy) forward(client net.Conn) {
+	server, err := net.DialTimeout("tcp", p.target, 5*time.Second)
+	if err != nil {
+		_ = client.Close()
+		return
+	}
+	p.mu.Lock()
+	if p.down {
+		p.mu.Unlock()
+		_ = client.Close()
+		_ = server.Close()
+		return
+	}
+	p.conns[client], p.conns[server] = struct{}{}, struct{}{}
+	p.mu.Unlock()
+	done := make(chan struct{}, 2)
+	pipe := func(dst, src net.Conn) {
+		_, _ = io.Copy(dst, src)
+		done <- struct{}{}
+	}
+	go pipe(server, client)
+	go pipe(client, server)
+	<-done
+	p.mu.Lock()
+	delete(p.conns, client)
+	delete(p.conns, server)
+	p.mu.Unlock()
+	_ = client.Close()
+	_ = server.Close()
+}
+
+func (p *dbProxy) setDown(down bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.down = down
+	if down {
+		for c := range p.conns {
+			_ = c.Close()
+		}
+	}
 }

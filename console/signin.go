@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/batonrun/baton/engine"
 	"github.com/batonrun/baton/httpapi"
 )
 
@@ -47,25 +48,43 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 	} else {
 		sess, err = c.api.InsecureSession(strings.TrimSpace(r.PostFormValue("tenant")))
 	}
-	if err == nil {
-		_, err = c.api.StartSession(w, r, sess)
-	}
 	if err != nil {
 		view.Error = err.Error() // the API's own words: why the token was refused
 		c.render(w, r, http.StatusUnauthorized, "signin", httpapi.Session{}, view)
 		return
 	}
+	// A sign-in stores a session: it counts against the tenant's write
+	// rate limit, as an API request that stores something does.
+	if err := c.api.Allow(r, sess.TenantID); err != nil {
+		c.renderLimited(w, r, httpapi.Session{}, err)
+		return
+	}
+	if _, err := c.api.StartSession(w, r, sess); err != nil {
+		c.renderFailure(w, r, httpapi.Session{}, err)
+		return
+	}
 	http.Redirect(w, r, view.Next, http.StatusSeeOther)
 }
 
-// signOut clears the session cookie.
+// signOut ends the session, for every baton process, and clears its
+// cookie. When the session cannot be ended the page says so: the browser
+// is still signed in.
 func (c *Console) signOut(w http.ResponseWriter, r *http.Request) {
 	securityHeaders(w)
 	if !sameSite(r) {
 		c.renderError(w, r, httpapi.Session{}, http.StatusForbidden, "the sign-out must come from this console")
 		return
 	}
-	c.api.EndSession(w, r)
+	if err := c.api.EndSession(w, r); err != nil {
+		if engine.IsUnavailable(err) {
+			w.Header().Set("Retry-After", "1")
+			c.renderError(w, r, httpapi.Session{}, http.StatusServiceUnavailable,
+				"the database is unavailable, so the session could not be ended: you are still signed in; sign out again in a moment")
+			return
+		}
+		c.renderFailure(w, r, httpapi.Session{}, err)
+		return
+	}
 	http.Redirect(w, r, Prefix+"signin", http.StatusSeeOther)
 }
 

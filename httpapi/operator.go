@@ -147,14 +147,14 @@ func (s *Server) StartOperatorSession(w http.ResponseWriter, r *http.Request, op
 		return fmt.Errorf("signing the operator session: %w", err)
 	}
 	http.SetCookie(w, &http.Cookie{Name: OperatorCookie, Value: value, Path: path, Expires: op.Expires,
-		HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})
+		HttpOnly: true, Secure: s.overTLS(r), SameSite: http.SameSiteStrictMode})
 	return nil
 }
 
 // EndOperatorSession clears the operator session cookie set for path.
 func (s *Server) EndOperatorSession(w http.ResponseWriter, r *http.Request, path string) {
 	http.SetCookie(w, &http.Cookie{Name: OperatorCookie, Value: "", Path: path, MaxAge: -1,
-		HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})
+		HttpOnly: true, Secure: s.overTLS(r), SameSite: http.SameSiteStrictMode})
 }
 
 // OperatorSession returns the request's operator session: an error when

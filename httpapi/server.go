@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -60,6 +61,12 @@ type Config struct {
 	// (Authorization: Bearer <it>); a scrape without it is answered 401.
 	// Empty serves /metrics to anyone who can reach it.
 	MetricsToken string
+	// TrustedProxies are the reverse proxies whose X-Forwarded-Proto is
+	// believed: a request whose peer address is in one of these prefixes
+	// and whose X-Forwarded-Proto says https gets a Secure console session
+	// cookie, as a request that came over TLS does. Empty (the default)
+	// believes no proxy.
+	TrustedProxies []netip.Prefix
 	// RateLimits are per-tenant token buckets, kept in this process: a
 	// tenant over its budget is answered 429 workflow.service.rate_limited.
 	// The zero value (the default) limits nothing.
@@ -74,7 +81,8 @@ type Server struct {
 	pool   *pgxpool.Pool
 	q      *dbsqlc.Queries
 	secret []byte
-	// sessionKey signs console session cookies (httpapi/session.go).
+	// sessionKey keys console session ids in the database
+	// (httpapi/session.go).
 	sessionKey []byte
 	// operatorSecret verifies operator tokens and operatorSessionKey signs
 	// operator session cookies (httpapi/operator.go); nil without
@@ -90,6 +98,8 @@ type Server struct {
 	limiter      *rateLimiter // nil: no rate limits
 	// streamWriteTimeout bounds one WebSocket write.
 	streamWriteTimeout time.Duration
+	// trustedProxies are the proxies whose X-Forwarded-Proto is believed.
+	trustedProxies []netip.Prefix
 }
 
 // New returns a Server.
@@ -119,7 +129,7 @@ func New(cfg Config) (*Server, error) {
 		Logger: cfg.Logger, engine: cfg.Engine, pool: cfg.Pool, q: dbsqlc.New(),
 		timeout: cfg.RequestTimeout, mux: http.NewServeMux(),
 		hub: cfg.Hub, metrics: cfg.Metrics, metricsToken: cfg.MetricsToken, streamWriteTimeout: cfg.StreamWriteTimeout,
-		token: cfg.Token.withDefaults(),
+		token: cfg.Token.withDefaults(), trustedProxies: cfg.TrustedProxies,
 	}
 	if s.streamWriteTimeout <= 0 {
 		s.streamWriteTimeout = 10 * time.Second

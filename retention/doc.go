@@ -1,8 +1,10 @@
 // Package retention removes what Baton no longer needs once its retention
 // period has passed, so that its tables stop growing with traffic: ended
 // executions with their event log and messages, request message_ids and
-// event_ids past their replay window, and settled inbound messages that no
-// execution owns.
+// event_ids past their replay window, settled inbound messages that no
+// execution owns, and console sessions that have expired (whatever the
+// policy: a session carries its own expiry, at most 12 hours after it
+// started).
 //
 // A Sweeper does it in batches (db/queries/retention.sql): each batch is
 // one statement that takes up to Config.Batch expired rows with FOR UPDATE

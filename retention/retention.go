@@ -35,6 +35,7 @@ const (
 	TableThreads         = "thread"
 	TableInboundEvents   = "inbound_event"
 	TableIdempotencyKeys = "idempotency_key"
+	TableConsoleSessions = "console_session"
 	MessageIDs           = "thread_message.external_id"
 )
 
@@ -142,7 +143,8 @@ type batchArgs struct {
 // pass is one kind of row a sweep removes.
 type pass struct {
 	name string
-	// period picks the pass's period out of a policy.
+	// period picks the pass's period out of a policy; nil for rows that
+	// carry their own expiry, removed whatever the policy.
 	period func(Policy) time.Duration
 	// batch removes one batch, adds what it removed to counts and returns
 	// how many rows it took.
@@ -157,6 +159,7 @@ var passes = []pass{
 	{name: "inbound message ids", period: func(p Policy) time.Duration { return p.Idempotency }, batch: (*Sweeper).messageIDsBatch},
 	{name: "idempotency keys", period: func(p Policy) time.Duration { return p.Idempotency }, batch: (*Sweeper).idempotencyKeysBatch},
 	{name: "inbound events", period: func(p Policy) time.Duration { return p.Idempotency }, batch: (*Sweeper).inboundEventsBatch},
+	{name: "console sessions", batch: (*Sweeper).consoleSessionsBatch},
 }
 
 // Sweep removes what is past retention, batch after batch, until each
@@ -203,8 +206,12 @@ func (s *Sweeper) drain(ctx context.Context, p pass, args batchArgs, deadline ti
 }
 
 // args returns the batch parameters of a period, and false when every
-// tenant keeps such rows forever.
+// tenant keeps such rows forever. A nil period (rows with their own
+// expiry) takes the batch size only.
 func (s *Sweeper) args(period func(Policy) time.Duration) (batchArgs, bool) {
+	if period == nil {
+		return batchArgs{Batch: int32(s.cfg.Batch)}, true
+	}
 	some := period(s.cfg.Default) > 0
 	byTenant := make(map[string]int64, len(s.cfg.PerTenant))
 	for tenant, p := range s.cfg.PerTenant {
@@ -263,6 +270,14 @@ func (s *Sweeper) inboundEventsBatch(ctx context.Context, args *batchArgs, count
 	return n, err
 }
 
+// consoleSessionsBatch removes console sessions that have expired, signed
+// out or not.
+func (s *Sweeper) consoleSessionsBatch(ctx context.Context, args *batchArgs, counts map[string]int64) (int64, error) {
+	n, err := s.q.ConsoleSessionDeleteExpired(ctx, s.pool, &dbsqlc.ConsoleSessionDeleteExpiredParams{Batch: args.Batch})
+	s.count(counts, TableConsoleSessions, n)
+	return n, err
+}
+
 // count adds n rows of table to counts and to the metric.
 func (s *Sweeper) count(counts map[string]int64, table string, n int64) {
 	if n <= 0 {
@@ -278,7 +293,7 @@ func (s *Sweeper) count(counts map[string]int64, table string, n int64) {
 // budget or failed; debug when there was nothing to do.
 func (s *Sweeper) log(ctx context.Context, res Result, took time.Duration, err error) {
 	attrs := []any{"took", took.Round(time.Millisecond), "more", res.More}
-	for _, table := range []string{TableExecutions, TableEvents, TableMessages, TableThreads, MessageIDs, TableIdempotencyKeys, TableInboundEvents} {
+	for _, table := range []string{TableExecutions, TableEvents, TableMessages, TableThreads, MessageIDs, TableIdempotencyKeys, TableInboundEvents, TableConsoleSessions} {
 		attrs = append(attrs, table, res.Removed[table])
 	}
 	switch {

@@ -297,6 +297,10 @@ func serve(ctx context.Context, c serveConfig) error {
 		return err
 	}
 	defer presence.Stop(context.WithoutCancel(ctx)) // after River's client has stopped
+	proxies, err := file.HTTP.TrustedProxyPrefixes()
+	if err != nil {
+		return err
+	}
 	api, err := httpapi.New(httpapi.Config{
 		Engine: eng, Pool: pool, JWTSecret: []byte(c.jwtSecret), OperatorSecret: []byte(c.operatorSecret), Insecure: c.insecure, Logger: logger,
 		Hub: hub, Metrics: reg.Handler(), MetricsToken: os.Getenv("BATON_METRICS_TOKEN"),
@@ -304,6 +308,7 @@ func serve(ctx context.Context, c serveConfig) error {
 			Audience: envOr("BATON_JWT_AUDIENCE", file.Auth.Audience), Issuer: envOr("BATON_JWT_ISSUER", file.Auth.Issuer)},
 		RateLimits: httpapi.RateLimits{Write: httpapi.RateLimit(file.RateLimits.Write), Read: httpapi.RateLimit(file.RateLimits.Read),
 			Stream: httpapi.RateLimit(file.RateLimits.Stream), MaxBuckets: file.RateLimits.MaxBuckets},
+		TrustedProxies: proxies,
 	})
 	if err != nil {
 		return err

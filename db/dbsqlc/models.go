@@ -223,6 +223,17 @@ type BatonProcess struct {
 	LockLostAt *time.Time
 }
 
+type ConsoleSession struct {
+	ID        []byte
+	TenantID  string
+	Subject   string
+	Scopes    []string
+	Csrf      string
+	CreatedAt time.Time
+	ExpiresAt time.Time
+	RevokedAt *time.Time
+}
+
 type ExecutionEvent struct {
 	ID          int64
 	TenantID    string
