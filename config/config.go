@@ -58,6 +58,8 @@ type Config struct {
 	//     together.
 	//   - conditionCost (1000000): the most CEL cost units a condition may
 	//     take in one evaluation.
+	//   - regexProgramSize (1000): the most instructions a regular
+	//     expression in a condition (matches()) may compile to.
 	//   - variablesBytes (1048576): the largest an execution's input,
 	//     context and variables may be, in bytes of JSON.
 	//   - renderBytes (262144): the most text one node's templates render.

@@ -16,6 +16,8 @@ import (
 	"cel.dev/cel-go/checker"
 	"cel.dev/cel-go/common"
 	"cel.dev/cel-go/common/ast"
+	celenv "cel.dev/cel-go/common/env"
+	"cel.dev/cel-go/common/overloads"
 	"cel.dev/cel-go/common/types"
 	"cel.dev/cel-go/common/types/ref"
 	"cel.dev/cel-go/parser"
@@ -79,12 +81,16 @@ type condition struct {
 	checked     *cel.Ast
 	limit       uint64
 	costChecked bool
+	// regex charges the condition's matches() calls in its estimates.
+	regex regexCost
 }
 
 // baseEnv is the environment every condition compiles in before its own
-// names are declared.
+// names are declared: CEL's standard library but for matches(), which each
+// condition declares with its own limits (regex.go).
 var baseEnv = func() *cel.Env {
-	env, err := cel.NewEnv(
+	env, err := cel.NewCustomEnv(
+		cel.StdLib(cel.StdLibSubset(celenv.NewLibrarySubset().AddExcludedFunctions(celenv.NewFunction(overloads.Matches)))),
 		cel.CrossTypeNumericComparisons(true),
 		cel.ParserRecursionLimit(parserRecursion),
 		cel.Macros(cel.GlobalMacro("len", 1, lenMacro)),
@@ -125,7 +131,13 @@ func compileCondition(source string, limits Limits) (*condition, error) {
 	if iss.Err() != nil {
 		return nil, celError(iss.Err(), ids)
 	}
-	opts := make([]cel.EnvOption, 0, 4)
+	constants, err := constantPatterns(parsed, limits)
+	if err != nil {
+		return nil, err
+	}
+	m := &matcher{constants: constants, limits: limits}
+	c.regex = regexCost{constants: constants, limits: limits}
+	opts := []cel.EnvOption{m.function()}
 	for _, name := range freeNames(parsed) {
 		opts = append(opts, cel.Variable(name, cel.DynType))
 		if _, isPath := c.paths[name]; !isPath {
@@ -140,7 +152,7 @@ func compileCondition(source string, limits Limits) (*condition, error) {
 	if iss.Err() != nil {
 		return nil, celError(iss.Err(), ids)
 	}
-	est, err := env.EstimateCost(checked, sizeBound{max: uint64(limits.VariablesBytes / 2)})
+	est, err := env.EstimateCost(checked, sizeBound{max: uint64(limits.VariablesBytes / 2), regex: c.regex})
 	if err != nil {
 		return nil, fmt.Errorf("estimating the condition's cost: %w", err)
 	}
@@ -203,7 +215,7 @@ func (c *condition) eval(ctx context.Context, vars Variables) (any, error) {
 		act[name] = vars[name] // nil when unset, and for `nil`
 	}
 	if !c.costChecked {
-		est, err := c.env.EstimateCost(c.checked, newInputSizes(act))
+		est, err := c.env.EstimateCost(c.checked, newInputSizes(act, c.regex))
 		if err != nil {
 			return nil, fmt.Errorf("evaluating %q: estimating its cost: %w", c.source, err)
 		}
@@ -239,12 +251,13 @@ func (c *condition) eval(ctx context.Context, vars Variables) (any, error) {
 type inputSizes struct {
 	act     map[string]any
 	longest uint64
+	regex   regexCost
 }
 
 var _ checker.CostEstimator = (*inputSizes)(nil)
 
-func newInputSizes(act map[string]any) *inputSizes {
-	s := &inputSizes{act: act}
+func newInputSizes(act map[string]any, regex regexCost) *inputSizes {
+	s := &inputSizes{act: act, regex: regex}
 	for _, v := range act {
 		s.measure(v)
 	}
@@ -268,33 +281,46 @@ func (s *inputSizes) measure(v any) {
 	}
 }
 
+// value returns the value a node reads when it is a variable or a field
+// path into one.
+func (s *inputSizes) value(node checker.AstNode) (any, bool) {
+	path := node.Path()
+	if len(path) == 0 {
+		return nil, false
+	}
+	v, ok := s.act[path[0]]
+	for _, field := range path[1:] {
+		m, isMap := v.(map[string]any)
+		if !ok || !isMap {
+			return nil, false
+		}
+		v, ok = m[field]
+	}
+	return v, ok
+}
+
 func (s *inputSizes) EstimateSize(node checker.AstNode) *checker.SizeEstimate {
-	if path := node.Path(); len(path) > 0 {
-		v, ok := s.act[path[0]]
-		for _, field := range path[1:] {
-			m, isMap := v.(map[string]any)
-			if !ok || !isMap {
-				ok = false
-				break
-			}
-			v, ok = m[field]
-		}
-		if ok {
-			switch t := v.(type) {
-			case string:
-				return &checker.SizeEstimate{Min: uint64(len(t)), Max: uint64(len(t))}
-			case []any:
-				return &checker.SizeEstimate{Min: uint64(len(t)), Max: uint64(len(t))}
-			case map[string]any:
-				return &checker.SizeEstimate{Min: uint64(len(t)), Max: uint64(len(t))}
-			}
-		}
+	v, _ := s.value(node)
+	switch t := v.(type) {
+	case string:
+		return &checker.SizeEstimate{Min: uint64(len(t)), Max: uint64(len(t))}
+	case []any:
+		return &checker.SizeEstimate{Min: uint64(len(t)), Max: uint64(len(t))}
+	case map[string]any:
+		return &checker.SizeEstimate{Min: uint64(len(t)), Max: uint64(len(t))}
 	}
 	return &checker.SizeEstimate{Min: 0, Max: s.longest}
 }
 
-func (*inputSizes) EstimateCallCost(string, string, *checker.AstNode, []checker.AstNode) *checker.CallEstimate {
-	return nil
+// EstimateCallCost charges matches() by its pattern: a constant one, or one
+// read from a variable, by its size, and any other by the largest allowed.
+func (s *inputSizes) EstimateCallCost(_, overloadID string, target *checker.AstNode, args []checker.AstNode) *checker.CallEstimate {
+	text := func(node checker.AstNode) (string, bool) {
+		v, _ := s.value(node)
+		str, ok := v.(string)
+		return str, ok
+	}
+	return s.regex.callCost(nodeSize(s.EstimateSize), text, overloadID, target, args)
 }
 
 // nativeValue turns a CEL value into the JSON-like Go value variables hold.
@@ -344,7 +370,10 @@ func finite(v any) bool {
 // sizeBound tells the cost estimator how large a variable may be: a list or
 // map in the variables has at most half as many items as their JSON has
 // bytes ("1,"), and a string no more characters than that.
-type sizeBound struct{ max uint64 }
+type sizeBound struct {
+	max   uint64
+	regex regexCost
+}
 
 var _ checker.CostEstimator = sizeBound{}
 
@@ -352,8 +381,10 @@ func (b sizeBound) EstimateSize(checker.AstNode) *checker.SizeEstimate {
 	return &checker.SizeEstimate{Min: 0, Max: b.max}
 }
 
-func (sizeBound) EstimateCallCost(string, string, *checker.AstNode, []checker.AstNode) *checker.CallEstimate {
-	return nil
+// EstimateCallCost charges matches() by its pattern: a constant one by its
+// size, any other by the largest allowed.
+func (b sizeBound) EstimateCallCost(_, overloadID string, target *checker.AstNode, args []checker.AstNode) *checker.CallEstimate {
+	return b.regex.callCost(nodeSize(b.EstimateSize), nil, overloadID, target, args)
 }
 
 func clampInt64(u uint64) int64 {

@@ -6,7 +6,9 @@
 // deadline of a condition's evaluation. Everything in it takes tenant input
 // as hostile: validation runs in time linear in a definition's size, a
 // condition's worst-case cost is estimated when it is stored and again on
-// the variables it runs against, and rendering stops at its byte budget.
+// the variables it runs against (a regular expression by what it compiles
+// to, checked again before each match), and rendering stops at its byte
+// budget.
 //
 // workflow imports nothing of Baton's; engine imports it.
 package workflow

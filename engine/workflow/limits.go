@@ -32,6 +32,14 @@ type Limits struct {
 	// is refused when the definition is stored; one that reaches it while
 	// running fails its node. Default 1,000,000.
 	ConditionCost uint64 `json:"conditionCost"`
+	// RegexProgramSize is the most instructions a regular expression in a
+	// condition (the pattern of matches()) may compile to, as Go's
+	// regexp/syntax counts them: 'a{1000}' is a thousand. A constant
+	// pattern over it is refused when the definition is stored, one
+	// computed while a condition runs fails its node. Matching costs the
+	// pattern's size times the string's length, in ConditionCost's units.
+	// Default 1,000.
+	RegexProgramSize int `json:"regexProgramSize"`
 	// VariablesBytes is the largest an execution's variables may grow, in
 	// bytes of JSON: the input at start, and what every step writes.
 	// Default 1 MiB.
@@ -71,6 +79,7 @@ func DefaultLimits() Limits {
 		ConditionBytes:      4 << 10,
 		ConditionBytesTotal: 32 << 10,
 		ConditionCost:       1_000_000,
+		RegexProgramSize:    1000,
 		VariablesBytes:      1 << 20,
 		RenderBytes:         256 << 10,
 		HistoryEntries:      200,
