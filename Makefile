@@ -3,10 +3,18 @@
 .PHONY: run test vet check-generated generate build bench bench-peers lint-openapi screenshots
 
 # `make run` builds bin/baton and runs `baton dev` rather than `go run`,
-# which exits 1 whenever it is interrupted: Ctrl-C stops baton dev cleanly,
-# with status 0, and so does make.
+# which exits 1 whenever it is interrupted. Ctrl-C stops baton dev cleanly,
+# removing its private cluster, with status 0, and make with it: on a
+# terminal, baton dev runs as a job of its own in the foreground
+# (`set -m; … & fg`), so that Ctrl-C reaches baton dev alone. GNU make that
+# receives Ctrl-C itself waits for its recipe and then exits 130 whatever
+# the recipe did, which is what a plain `./bin/baton dev` recipe gave.
+# Ctrl-Z ends `make run` (status 2) and baton dev with it, cleanly. Without
+# a terminal (CI, `make run </dev/null &`), baton dev runs as a plain
+# command, and a SIGINT sent to make's whole process group makes make
+# exit 130.
 run: build
-	./bin/baton dev
+	@if [ -t 0 ] && { : </dev/tty; } 2>/dev/null; then set -m; ./bin/baton dev & fg; else exec ./bin/baton dev; fi
 
 test: vet check-generated
 	go test -race -count=1 -timeout 15m ./...

@@ -149,6 +149,13 @@ func devDataDir(t *testing.T) string {
 	require.NoError(t, os.Chmod(filepath.Dir(tmp), 0o755))
 	require.NoError(t, os.Chmod(tmp, 0o755))
 	dir := filepath.Join(tmp, "data")
+	stopServerAtEnd(t, dir)
+	return dir
+}
+
+// stopServerAtEnd stops, when the test ends, whatever PostgreSQL server
+// still runs in the data directory dir.
+func stopServerAtEnd(t *testing.T, dir string) {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
@@ -159,7 +166,6 @@ func devDataDir(t *testing.T) string {
 			_ = c.Stop(ctx)
 		}
 	})
-	return dir
 }
 
 // A second baton dev, on the same address or only on the same private
