@@ -92,3 +92,53 @@ func TestMakeRunStopsCleanlyOnCtrlC(t *testing.T) {
 	require.NoDirExists(t, dataDir, "baton dev removes its private cluster")
 	requireGone(t, server, "baton dev stops its PostgreSQL server")
 }
+
+// stubTools returns a directory, to be the whole of PATH, holding a go,
+// gofmt and git that do nothing but note how they were called in the file
+// calls in it, and a chromium when withChromium: enough for make test's
+// recipes to run through without building or testing anything.
+func stubTools(t *testing.T, withChromium bool) (dir string, calls func() string) {
+	t.Helper()
+	dir = t.TempDir()
+	log := filepath.Join(dir, "calls")
+	names := []string{"go", "gofmt", "git"}
+	if withChromium {
+		names = append(names, "chromium")
+	}
+	for _, name := range names {
+		script := "#!/bin/sh\necho \"" + name + " $*\" >> " + log + "\n"
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(script), 0o755))
+	}
+	return dir, func() string {
+		data, _ := os.ReadFile(log)
+		return string(data)
+	}
+}
+
+// go test prints nothing of a test that skips, so make test says itself,
+// before the tests, that the console's browser tests will be skipped when
+// there is no Chromium to run them, and says nothing when there is one.
+func TestMakeTestSaysBrowserTestsAreSkipped(t *testing.T) {
+	t.Parallel()
+	makePath, err := exec.LookPath("make")
+	if err != nil {
+		t.Skip("no make on this machine")
+	}
+	repo, err := filepath.Abs("../..")
+	require.NoError(t, err)
+	const notice = "the console's browser tests will be skipped"
+	for _, withChromium := range []bool{false, true} {
+		path, calls := stubTools(t, withChromium)
+		cmd := exec.Command(makePath, "test")
+		cmd.Dir = repo
+		cmd.Env = []string{"PATH=" + path, "HOME=" + t.TempDir()} // no BATON_CHROMIUM, no BATON_REQUIRE_BROWSER
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "%s", out)
+		require.Contains(t, calls(), "go test -race", "make test ran through to go test:\n%s", out)
+		if withChromium {
+			require.NotContains(t, string(out), notice)
+		} else {
+			require.Contains(t, string(out), notice)
+		}
+	}
+}
