@@ -22,6 +22,7 @@ require (
 	github.com/sony/gobreaker/v2 v2.4.0
 	github.com/stretchr/testify v1.12.1
 	github.com/titanous/json5 v1.0.0
+	github.com/yuin/goldmark v1.8.7
 	golang.org/x/time v0.16.0
 	google.golang.org/protobuf v1.36.12
 	riverqueue.com/riverui v0.22.0
