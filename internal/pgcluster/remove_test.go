@@ -105,3 +105,48 @@ func TestFreshAndRemoveSpareForeignDirectories(t *testing.T) {
 	_, err = pgcluster.Start(ctx, pgcluster.Options{Dir: other, Fresh: true, Share: true})
 	require.ErrorContains(t, err, "cannot both be set")
 }
+
+// A start interrupted while initdb writes the cluster (Ctrl-C in the first
+// second of baton dev) leaves the directory empty, not a half-made cluster
+// without a marker that the next fresh start would refuse as foreign.
+func TestInterruptedInitdbLeavesNothing(t *testing.T) {
+	t.Parallel()
+	dir := clusterDir(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	started := make(chan error, 1)
+	go func() {
+		c, err := pgcluster.Start(ctx, pgcluster.Options{Dir: dir, Fast: true, Fresh: true})
+		if err == nil {
+			err = c.Stop(context.Background())
+			if err == nil {
+				err = errors.New("the start was not interrupted")
+			}
+		}
+		started <- err
+	}()
+	// Interrupt once initdb has begun to write.
+	var err error
+	for err == nil {
+		entries, readErr := os.ReadDir(dir)
+		if readErr == nil && len(entries) > 0 {
+			cancel()
+			err = <-started
+			break
+		}
+		select {
+		case err = <-started:
+		case <-time.After(time.Millisecond):
+		}
+	}
+	if errors.Is(err, pgcluster.ErrNoBinaries) {
+		t.Skipf("skipping: no PostgreSQL binaries on this machine: %v", err)
+	}
+	require.ErrorContains(t, err, "initializing PostgreSQL cluster")
+	entries, readErr := os.ReadDir(dir)
+	require.NoError(t, readErr)
+	require.Empty(t, entries, "nothing of the half-made cluster is left")
+
+	c := startFresh(t, t.Context(), dir)
+	require.NoError(t, runSQL(t, t.Context(), c, "SELECT 1"))
+}
