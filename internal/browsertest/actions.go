@@ -16,7 +16,9 @@ const (
 	// waitTextInterval is how often WaitText's check runs in the page.
 	waitTextInterval = 50 * time.Millisecond
 	// waitTextReserve is the most of a call's time WaitText keeps, after it
-	// gives up waiting, to read the element's text for its error.
+	// gives up waiting, to read the element's text for its error. The read
+	// has this long even when the call's deadline has passed meanwhile, as
+	// on a loaded machine, so that the error says what the page showed.
 	waitTextReserve = time.Second
 )
 
@@ -76,8 +78,11 @@ func WaitText(selector, substring string) chromedp.Action[chromedp.Void] {
 }
 
 // textNow describes the text of the first element matching selector, for an
-// error message.
+// error message. It reads it within waitTextReserve, whether ctx has ended
+// or not.
 func textNow(ctx context.Context, t *chromedp.Target, selector string) string {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), waitTextReserve)
+	defer cancel()
 	quoted, err := json.Marshal(selector) // a JSON string is a JavaScript string
 	if err != nil {
 		return "its text is unknown: " + err.Error()
