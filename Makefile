@@ -1,15 +1,34 @@
 # The two commands of the README: `make run` and `make test`.
 
-.PHONY: run test vet check-generated generate build bench bench-peers lint-openapi screenshots
+.PHONY: run test vet check-generated browser-notice generate build bench bench-peers lint-openapi screenshots
 
 # `make run` builds bin/baton and runs `baton dev` rather than `go run`,
-# which exits 1 whenever it is interrupted: Ctrl-C stops baton dev cleanly,
-# with status 0, and so does make.
+# which exits 1 whenever it is interrupted. Ctrl-C stops baton dev cleanly,
+# removing its private cluster, with status 0, and make with it: on a
+# terminal, baton dev runs as a job of its own in the foreground
+# (`set -m; … & fg`), so that Ctrl-C reaches baton dev alone. GNU make that
+# receives Ctrl-C itself waits for its recipe and then exits 130 whatever
+# the recipe did, which is what a plain `./bin/baton dev` recipe gave.
+# Ctrl-Z ends `make run` (status 2) and baton dev with it, cleanly. Without
+# a terminal (CI, `make run </dev/null &`), baton dev runs as a plain
+# command, and a SIGINT sent to make's whole process group makes make
+# exit 130.
 run: build
-	./bin/baton dev
+	@if [ -t 0 ] && { : </dev/tty; } 2>/dev/null; then set -m; ./bin/baton dev & fg; else exec ./bin/baton dev; fi
 
-test: vet check-generated
+test: vet check-generated browser-notice
 	go test -race -count=1 -timeout 15m ./...
+
+# The console's browser tests need a Chromium, found as internal/browsertest
+# finds it: BATON_CHROMIUM, else the first of CHROMIUM_NAMES on PATH.
+# Without one they skip, unless BATON_REQUIRE_BROWSER is set (CI), and go
+# test does not print skips: this says so before the tests run.
+CHROMIUM_NAMES := chromium chromium-browser google-chrome
+browser-notice:
+	@if [ -z "$$BATON_CHROMIUM" ] && [ -z "$$BATON_REQUIRE_BROWSER" ]; then \
+		for name in $(CHROMIUM_NAMES); do command -v $$name >/dev/null 2>&1 && exit 0; done; \
+		echo "make test: no Chromium (BATON_CHROMIUM, or $(CHROMIUM_NAMES) on PATH): the console's browser tests will be skipped; apt-get install chromium to run them"; \
+	fi
 
 vet:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$unformatted" ]; then echo "gofmt would change: $$unformatted"; exit 1; fi

@@ -7,8 +7,8 @@ import (
 
 // RateLimits is the rateLimits section: per-tenant token buckets of the
 // API, one per tenant and class of request, kept in each process's memory
-// (README, "Rate limits"). A class left out, or with rate 0, is not
-// limited; without the section nothing is, in serve as in dev.
+// (docs/configuration.md, "Rate limits"). A class left out, or with rate 0,
+// is not limited; without the section nothing is, in serve as in dev.
 type RateLimits struct {
 	// Write limits POST, PUT and DELETE requests under /api/v1.
 	Write RateLimit `json:"write"`

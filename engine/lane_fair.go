@@ -9,7 +9,7 @@ import (
 	"github.com/batonrun/baton/db/dbsqlc"
 )
 
-// Fair admission (README, "Running many tenants").
+// Fair admission (docs/architecture.md, "Running many tenants").
 //
 // A lane the operator configures (lanes.*, agents.defaults.maxConcurrent,
 // or a built-in one) is global: one row (tenant ''), shared by every

@@ -18,8 +18,8 @@ import (
 )
 
 // River settings Baton uses when Config leaves them zero. River's default
-// fetch cooldown, 100 ms, makes every job hop cost about 100 ms; the README's
-// "Benchmarks" section has the numbers behind these values.
+// fetch cooldown, 100 ms, makes every job hop cost about 100 ms; the numbers
+// behind these values are in (docs/benchmarks.md, "River settings").
 const (
 	// DefaultFetchCooldown is the shortest time between two fetches of a
 	// queue: 2 ms.

@@ -64,7 +64,7 @@ func (c *timedChannel) count() int {
 func cmdDemo(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	databaseURL := fs.String("database-url", "", "PostgreSQL server to use (DATABASE_URL); a scratch database is created and dropped on it")
-	dataDir := fs.String("data-dir", filepath.Join(os.TempDir(), "baton-dev"), "data directory of the private PostgreSQL cluster (used when DATABASE_URL is unset); a cluster baton dev runs there is used and left running")
+	dataDir := fs.String("data-dir", filepath.Join(os.TempDir(), "baton-dev"), "data directory of the private PostgreSQL cluster (used when DATABASE_URL is unset); a cluster baton dev runs there is used and left running, one the demo starts is removed at exit")
 	if err := parseFlags(fs, args, envFlag{"database-url", "DATABASE_URL"}); err != nil {
 		return err
 	}
@@ -72,13 +72,13 @@ func cmdDemo(ctx context.Context, args []string, stdout io.Writer) error {
 	serverURL := *databaseURL
 	if serverURL == "" {
 		say("DATABASE_URL is unset: using the private PostgreSQL cluster in %s", *dataDir)
-		// Share: a cluster baton dev owns is used as it is; Stop stops only
-		// a cluster the demo started.
+		// Share: a cluster baton dev owns is used as it is; Remove stops
+		// and deletes only a cluster the demo started, as baton dev would.
 		cluster, err := pgcluster.Start(ctx, pgcluster.Options{Dir: *dataDir, Share: true})
 		if err != nil {
 			return fmt.Errorf("starting the private PostgreSQL cluster: %w", err)
 		}
-		defer func() { _ = cluster.Stop(context.WithoutCancel(ctx)) }()
+		defer func() { _ = cluster.Remove(context.WithoutCancel(ctx)) }()
 		serverURL = cluster.URL()
 	}
 	name := fmt.Sprintf("baton_demo_%d", time.Now().UnixNano())

@@ -29,7 +29,7 @@ func cmdDev(ctx context.Context, args []string) error {
 	var c serveConfig
 	fs := flag.NewFlagSet("dev", flag.ContinueOnError)
 	c.flags(fs, "text")
-	dataDir := fs.String("data-dir", filepath.Join(os.TempDir(), "baton-dev"), "data directory of the private PostgreSQL cluster (used when DATABASE_URL is unset)")
+	dataDir := fs.String("data-dir", filepath.Join(os.TempDir(), "baton-dev"), "data directory of the private PostgreSQL cluster (used when DATABASE_URL is unset): made empty at start, removed at exit")
 	if err := c.parse(fs, args); err != nil {
 		return err
 	}
@@ -43,11 +43,11 @@ func cmdDev(ctx context.Context, args []string) error {
 	c.listener = ln
 	logger := newLogger(c.logFormat.value, c.logLevel.value)
 	if c.databaseURL == "" {
-		stop, err := devCluster(ctx, &c, *dataDir, logger)
+		remove, err := devCluster(ctx, &c, *dataDir, logger)
 		if err != nil {
 			return err
 		}
-		defer stop()
+		defer remove()
 	}
 	pool, err := connectPoolURL(ctx, c.databaseURL)
 	if err != nil {
@@ -84,32 +84,37 @@ Press Ctrl-C to stop.
 	return serve(ctx, c)
 }
 
-// devCluster starts the private PostgreSQL cluster in dataDir, which this
-// process then owns, and points c at its database baton. A cluster another
-// live process owns there (another baton dev, or baton demo) is an error:
-// it would be stopped under this one when its owner exits. The function
-// returned stops the cluster.
-func devCluster(ctx context.Context, c *serveConfig, dataDir string, logger *slog.Logger) (stop func(), err error) {
-	cluster, err := pgcluster.Start(ctx, pgcluster.Options{Dir: dataDir, Logger: logger})
-	if errors.Is(err, pgcluster.ErrInUse) {
+// devCluster starts an empty private PostgreSQL cluster in dataDir, which
+// this process then owns, and points c at its database baton. The function
+// returned stops the cluster and deletes dataDir, so that every baton dev
+// starts from nothing and leaves nothing behind; a cluster an earlier baton
+// dev left there (one killed before it could remove it) is discarded at
+// start. A cluster another live process owns there (another baton dev, or
+// baton demo) is an error, and so is a directory that holds anything
+// pgcluster did not make: neither is touched.
+func devCluster(ctx context.Context, c *serveConfig, dataDir string, logger *slog.Logger) (remove func(), err error) {
+	cluster, err := pgcluster.Start(ctx, pgcluster.Options{Dir: dataDir, Logger: logger, Fresh: true})
+	switch {
+	case errors.Is(err, pgcluster.ErrInUse):
 		return nil, fmt.Errorf("the private PostgreSQL cluster in %s is in use by another process (is another `make run`, `baton dev` or `baton demo` running? --data-dir picks another directory)", dataDir)
-	}
-	if err != nil {
+	case errors.Is(err, pgcluster.ErrForeignDir):
+		return nil, fmt.Errorf("%s holds files baton dev did not make, which it will not delete (a cluster an older baton dev kept there?): remove the directory, or pick another --data-dir", dataDir)
+	case err != nil:
 		return nil, fmt.Errorf("starting the private PostgreSQL cluster: %w", err)
 	}
-	stop = func() {
-		if err := cluster.Stop(context.WithoutCancel(ctx)); err != nil {
-			logger.Warn("stopping the private PostgreSQL cluster", "error", err)
+	remove = func() {
+		if err := cluster.Remove(context.WithoutCancel(ctx)); err != nil {
+			logger.Warn("removing the private PostgreSQL cluster", "error", err)
 		}
 	}
 	url, err := ensureDatabase(ctx, cluster.URL(), "baton")
 	if err != nil {
-		stop()
+		remove()
 		return nil, err
 	}
 	c.databaseURL = url
-	fmt.Printf("PostgreSQL is up: %s (DATABASE_URL is unset: a private cluster, data in %s; stopped when baton dev exits)\n", url, cluster.Dir())
-	return stop, nil
+	fmt.Printf("PostgreSQL is up: %s (DATABASE_URL is unset: a private cluster in %s, removed with its data when baton dev exits)\n", url, cluster.Dir())
+	return remove, nil
 }
 
 // ensureDatabase creates the named database on the server if it is missing

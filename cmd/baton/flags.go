@@ -1,10 +1,10 @@
 package main
 
 import (
-	"bytes"
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"slices"
 	"strings"
@@ -37,15 +37,14 @@ func parseFlags(fs *flag.FlagSet, args []string, envs ...envFlag) error {
 	return applyEnv(fs, envs)
 }
 
-// parseQuietly is fs.Parse printing the flags' usage for -h only: a bad
-// flag is reported once, by the error it returns.
+// parseQuietly is fs.Parse printing the command's help (printHelp) to
+// stdout for -h only: a bad flag is reported once, by the error it returns.
 func parseQuietly(fs *flag.FlagSet, args []string) error {
-	var usage bytes.Buffer
-	fs.SetOutput(&usage)
+	fs.SetOutput(io.Discard)
 	err := fs.Parse(args)
 	fs.SetOutput(nil)
 	if errors.Is(err, flag.ErrHelp) {
-		_, _ = os.Stderr.Write(usage.Bytes())
+		printHelp(os.Stdout, fs)
 		return err
 	}
 	if err != nil {

@@ -34,7 +34,7 @@ type soakConfig struct {
 func cmdSoak(ctx context.Context, args []string, stdout io.Writer) error {
 	var c soakConfig
 	fs := flag.NewFlagSet("soak", flag.ContinueOnError)
-	fs.StringVar(&c.databaseURL, "database-url", os.Getenv("DATABASE_URL"), "PostgreSQL server to soak (DATABASE_URL); the soak creates a database of its own there. Unset: a private cluster")
+	fs.StringVar(&c.databaseURL, "database-url", "", "PostgreSQL server to soak (DATABASE_URL); the soak creates a database of its own there. Unset: a private cluster")
 	fs.StringVar(&c.dataDir, "data-dir", filepath.Join(os.TempDir(), "baton-soak"), "data directory of the private PostgreSQL cluster (used when DATABASE_URL is unset)")
 	fs.DurationVar(&c.duration, "duration", 30*time.Minute, "how long the load runs")
 	fs.DurationVar(&c.sample, "sample", time.Minute, "how often a row is sampled")
@@ -44,7 +44,7 @@ func cmdSoak(ctx context.Context, args []string, stdout io.Writer) error {
 	fs.IntVar(&c.maxConns, "max-conns", 40, "size of the connection pool")
 	fs.StringVar(&c.csvPath, "csv", "", "also write every sample to this CSV file")
 	fs.BoolVar(&c.keep, "keep", false, "keep the soak database instead of dropping it")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, envFlag{"database-url", "DATABASE_URL"}); err != nil {
 		return err
 	}
 	if c.duration <= 0 || c.sample <= 0 || c.rate <= 0 || c.clients < len(soakKinds) || c.retention <= 0 || c.maxConns <= 0 {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/chromedp/cdproto"
@@ -15,7 +16,9 @@ const (
 	// waitTextInterval is how often WaitText's check runs in the page.
 	waitTextInterval = 50 * time.Millisecond
 	// waitTextReserve is the most of a call's time WaitText keeps, after it
-	// gives up waiting, to read the element's text for its error.
+	// gives up waiting, to read the element's text for its error. The read
+	// has this long even when the call's deadline has passed meanwhile, as
+	// on a loaded machine, so that the error says what the page showed.
 	waitTextReserve = time.Second
 )
 
@@ -75,8 +78,11 @@ func WaitText(selector, substring string) chromedp.Action[chromedp.Void] {
 }
 
 // textNow describes the text of the first element matching selector, for an
-// error message.
+// error message. It reads it within waitTextReserve, whether ctx has ended
+// or not.
 func textNow(ctx context.Context, t *chromedp.Target, selector string) string {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), waitTextReserve)
+	defer cancel()
 	quoted, err := json.Marshal(selector) // a JSON string is a JavaScript string
 	if err != nil {
 		return "its text is unknown: " + err.Error()
@@ -107,4 +113,48 @@ func Navigate(url string) chromedp.Action[chromedp.Void] {
 		}
 		return chromedp.Void{}, nil
 	}
+}
+
+// staleNodeErrors are the messages of the DevTools protocol's errors for a
+// node id that no longer names a node in the page: the page removed the
+// node after a query returned its id. Chromium says the first for most
+// commands on a node (DOM.scrollIntoViewIfNeeded, DOM.getContentQuads,
+// DOM.focus), the second for DOM.resolveNode, which a step that runs
+// JavaScript on a node (chromedp.SetValue) calls.
+var staleNodeErrors = []string{
+	"Could not find node with given id",
+	"No node with given id found",
+}
+
+// staleNodeRetry is how long runOnLiveNodes waits before it runs an action
+// again; chromedp's own queries retry every 5 ms.
+const staleNodeRetry = 5 * time.Millisecond
+
+// runOnLiveNodes runs action on the tab, and again, from the start, each
+// time it fails because a node it found was gone before it acted on it: a
+// live page re-renders its elements whenever the stream brings news, so an
+// element a step found may be replaced before the step clicks it. chromedp's
+// element actions (Click, SetValue, SendKeys, Text, ...) query the element
+// again each time they run, and fail on a gone node before they act on it,
+// so running them again acts once, on the element the page shows. The
+// context's deadline bounds the whole; any other error is returned at once.
+func runOnLiveNodes[T any](ctx context.Context, action chromedp.Action[T]) (T, error) {
+	for {
+		v, err := chromedp.Run(ctx, action)
+		if !isStaleNode(err) {
+			return v, err
+		}
+		select {
+		case <-ctx.Done():
+			return v, fmt.Errorf("%w (the element was replaced each time it was found, until %w)", err, ctx.Err())
+		case <-time.After(staleNodeRetry):
+		}
+	}
+}
+
+// isStaleNode reports whether err is the protocol's error for a node id
+// whose node is no longer in the page.
+func isStaleNode(err error) bool {
+	var protocolErr *cdproto.Error
+	return errors.As(err, &protocolErr) && slices.Contains(staleNodeErrors, protocolErr.Message)
 }

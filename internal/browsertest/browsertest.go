@@ -190,7 +190,7 @@ func (b *Browser) Do(steps ...chromedp.Action[chromedp.Void]) error {
 	ctx, cancel := context.WithTimeout(b.tab, b.Timeout)
 	defer cancel()
 	for i, step := range steps {
-		if _, err := chromedp.Run(ctx, step); err != nil {
+		if _, err := runOnLiveNodes(ctx, step); err != nil {
 			if errors.Is(err, context.DeadlineExceeded) {
 				return fmt.Errorf("step %d of %d: not done within %s: %w", i+1, len(steps), b.Timeout, err)
 			}
@@ -216,7 +216,7 @@ func Result[T any](b *Browser, action chromedp.Action[T]) T {
 func result[T any](b *Browser, action chromedp.Action[T]) (T, error) {
 	ctx, cancel := context.WithTimeout(b.tab, b.Timeout)
 	defer cancel()
-	v, err := chromedp.Run(ctx, action)
+	v, err := runOnLiveNodes(ctx, action)
 	if errors.Is(err, context.DeadlineExceeded) {
 		err = fmt.Errorf("not done within %s: %w", b.Timeout, err)
 	}

@@ -9,7 +9,10 @@
 // and failed network request of the page is recorded; the test fails at its
 // end if one was not allowed with AllowErrors. Each call that drives the page
 // is bounded by Browser.Timeout, so a wrong selector fails the test instead
-// of hanging it. BATON_SCREENSHOTS names a directory for Screenshot's PNGs.
+// of hanging it. A step that fails because the page replaced an element it
+// had found (a live page re-rendering: "Could not find node with given id")
+// is run again, finding the new element, within that bound. BATON_SCREENSHOTS
+// names a directory for Screenshot's PNGs.
 //
 // A test of a page reads like what a person does on it:
 //

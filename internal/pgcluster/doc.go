@@ -4,7 +4,8 @@
 //
 // It owns the whole life of that server: finding the binaries, initdb on the
 // first start, pg_ctl start and stop, reusing a cluster that is already
-// initialized or already running in the same directory, and, when the
+// initialized or already running in the same directory, or else starting
+// from an empty one and deleting it when done (remove.go), and, when the
 // process runs as root, running PostgreSQL as the postgres OS user, which it
 // requires. One process at a time owns a data directory and is the only one
 // that stops its server; another process may use it as a guest, or is

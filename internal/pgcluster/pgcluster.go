@@ -90,6 +90,16 @@ type Options struct {
 	// it. Without Share, Start then fails with ErrInUse.
 	Share bool
 
+	// Fresh makes Start begin from an empty cluster, for a cluster that
+	// holds nothing worth keeping (Remove deletes it afterwards): a cluster
+	// an earlier owner left in Dir, such as one whose process was killed,
+	// is stopped if its server still runs, and deleted before initdb. Only
+	// a cluster this package initialized is deleted: a Dir that holds
+	// anything else is refused with ErrForeignDir and left as it is. It
+	// cannot be set together with Share, whose guest must not delete its
+	// owner's cluster. The default, false, reuses the cluster Dir holds.
+	Fresh bool
+
 	// StandbyName is the application_name a standby connects to its Primary
 	// with, written into its primary_conninfo; a primary whose
 	// SynchronousStandby is this name waits for it. It must be made of ASCII
@@ -120,7 +130,8 @@ type Cluster struct {
 // Start returns a running cluster in opts.Dir, initializing it (initdb, or a
 // copy of opts.Primary for a standby) and starting it as needed, once the
 // server accepts connections. A cluster already running in opts.Dir is
-// reused as it is, port included, whatever the replication options say.
+// reused as it is, port included, whatever the replication options say,
+// unless opts.Fresh discards it first.
 //
 // The returned Cluster owns the data directory (Owner) unless another live
 // process, or another Cluster of this one, owns it already: then Start
@@ -132,6 +143,9 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	}
 	if opts.Port < 0 || opts.Port > 65535 {
 		return nil, fmt.Errorf("starting PostgreSQL cluster: Options.Port %d is out of range", opts.Port)
+	}
+	if opts.Fresh && opts.Share {
+		return nil, errors.New("starting PostgreSQL cluster: Options.Fresh and Options.Share cannot both be set: a guest must not delete its owner's cluster")
 	}
 	logger := opts.Logger
 	if logger == nil {
@@ -157,6 +171,12 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	if err := c.claim(opts.Share); err != nil {
 		return nil, err
 	}
+	if opts.Fresh {
+		if err := c.discard(ctx); err != nil {
+			c.release()
+			return nil, fmt.Errorf("starting a fresh PostgreSQL cluster: %w", err)
+		}
+	}
 	if err := c.startOrReuse(ctx, opts, settings); err != nil {
 		c.release()
 		return nil, err
@@ -178,8 +198,14 @@ func (c *Cluster) startOrReuse(ctx context.Context, opts Options, settings []str
 		if err := c.basebackup(ctx, opts.Primary, opts.StandbyName, opts.Fast); err != nil {
 			return err
 		}
+		if err := c.writeMarker(); err != nil {
+			return err
+		}
 	case !initialized:
 		if err := c.initdb(ctx, opts.Fast); err != nil {
+			return err
+		}
+		if err := c.writeMarker(); err != nil {
 			return err
 		}
 	default:
@@ -241,18 +267,25 @@ func (c *Cluster) Stop(ctx context.Context) error {
 	if c.lock == nil {
 		return nil
 	}
-	running, err := c.running(ctx)
-	if err != nil {
+	if err := c.stopServer(ctx); err != nil {
 		return err
 	}
-	if running {
-		start := time.Now()
-		if out, err := c.run(ctx, c.bins.pgCtl, "stop", "-D", c.dir, "-m", "fast", "-w"); err != nil {
-			return fmt.Errorf("stopping PostgreSQL cluster in %s: %w: %s", c.dir, err, out)
-		}
-		c.logger.InfoContext(ctx, "stopped PostgreSQL cluster", "port", c.port, "took", time.Since(start))
-	}
 	c.releaseLocked()
+	return nil
+}
+
+// stopServer stops the server running in the data directory, if one runs,
+// with pg_ctl's fast mode, and waits until it has exited.
+func (c *Cluster) stopServer(ctx context.Context) error {
+	running, err := c.running(ctx)
+	if err != nil || !running {
+		return err
+	}
+	start := time.Now()
+	if out, err := c.run(ctx, c.bins.pgCtl, "stop", "-D", c.dir, "-m", "fast", "-w"); err != nil {
+		return fmt.Errorf("stopping PostgreSQL cluster in %s: %w: %s", c.dir, err, out)
+	}
+	c.logger.InfoContext(ctx, "stopped PostgreSQL cluster", "port", c.port, "took", time.Since(start))
 	return nil
 }
 
@@ -356,8 +389,19 @@ func (c *Cluster) initdb(ctx context.Context, fast bool) error {
 	if fast {
 		args = append(args, "--no-sync")
 	}
+	entries, err := os.ReadDir(c.dir)
+	if err != nil {
+		return fmt.Errorf("reading cluster directory %s: %w", c.dir, err)
+	}
 	if out, err := c.run(ctx, c.bins.initdb, args...); err != nil {
-		return fmt.Errorf("initializing PostgreSQL cluster in %s: %w: %s", c.dir, err, out)
+		// initdb removes what it wrote when it fails, but not when it is
+		// killed, as when ctx ends: a directory it found empty is emptied
+		// again, so that no half-made cluster is left without a marker.
+		err = fmt.Errorf("initializing PostgreSQL cluster in %s: %w: %s", c.dir, err, out)
+		if len(entries) == 0 {
+			return errors.Join(err, c.empty())
+		}
+		return err
 	}
 	c.logger.InfoContext(ctx, "initialized PostgreSQL cluster", "took", time.Since(start))
 	return nil
