@@ -101,10 +101,14 @@ func (r *stepRun) enterWait(ctx context.Context, node *workflow.Node, payload *s
 		return failure, nil
 	}
 	r.record(node, node.Next, payload)
+	timer, err := r.e.armTimeout(ctx, r.tx, r.row, until)
+	if err != nil {
+		return nil, err
+	}
 	row, err := r.e.q.ExecutionEnterWait(ctx, r.tx, &dbsqlc.ExecutionEnterWaitParams{
 		ID: r.row.ID, StepSeq: r.row.StepSeq, CurrentNodeID: node.ID, Variables: vars,
 		NodePath: r.path, StepsCompleted: int32(r.steps), TotalSteps: int32(r.steps + r.def.Remaining(node.Next)),
-		WaitingFor: kind.WaitingFor, WaitingUntil: until, WaitingData: mustJSON(data),
+		WaitingFor: kind.WaitingFor, WaitingUntil: until, WaitingData: mustJSON(data), WaitTimeoutJobID: timer,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("entering wait: %w", err)
@@ -132,9 +136,27 @@ func (r *stepRun) enterWait(ctx context.Context, node *workflow.Node, payload *s
 	return nil, nil
 }
 
-// startWait writes a wait's event, log lines and timeout job, in the
-// transaction that made the execution wait (or wait again). freed says the
-// execution held a lane slot until now, which admission may give on.
+// armTimeout enqueues the timeout job of the wait the execution enters
+// next, its wait_seq + 1, due at until, and returns the job's id for the
+// statement that makes it wait (ExecutionEnterWait, ExecutionRewait),
+// which stores it on the row: whatever ends the wait before until deletes
+// the job in its own statement (ExecutionResume, ExecutionCancel,
+// ExecutionFail). The job goes first because its id goes with the row's
+// update, which then costs no statement of its own.
+func (e *Engine) armTimeout(ctx context.Context, tx pgx.Tx, row *dbsqlc.AgentExecution, until time.Time) (int64, error) {
+	id, err := e.jobs.InsertWaitTimeout(ctx, tx, WaitTimer{
+		ExecutionRowID: row.ID, TenantID: row.TenantID, ExecutionID: row.ExecutionID, WaitSeq: row.WaitSeq + 1, At: until,
+	})
+	if err != nil {
+		return 0, fmt.Errorf("enqueueing wait timeout: %w", err)
+	}
+	return id, nil
+}
+
+// startWait writes a wait's event and log lines, in the transaction that
+// made the execution wait (or wait again), whose timeout job armTimeout
+// enqueued. freed says the execution held a lane slot until now, which
+// admission may give on.
 func (e *Engine) startWait(ctx context.Context, tx pgx.Tx, row *dbsqlc.AgentExecution, data map[string]any, events *eventLog, attrs []any, actionType string, freed bool) error {
 	waitingFor := deref(row.WaitingFor)
 	msg := fmt.Sprintf("Execution %s entering WAITING state (waitingFor: %s)", row.ExecutionID, waitingFor)
@@ -143,9 +165,6 @@ func (e *Engine) startWait(ctx context.Context, tx pgx.Tx, row *dbsqlc.AgentExec
 	})
 	if err := events.write(ctx, e.q, tx); err != nil {
 		return err
-	}
-	if err := e.jobs.InsertWaitTimeout(ctx, tx, row.ID, row.WaitSeq, *row.WaitingUntil); err != nil {
-		return fmt.Errorf("enqueueing wait timeout: %w", err)
 	}
 	// Waiting holds no lane slot.
 	if freed {
