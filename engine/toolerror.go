@@ -79,6 +79,29 @@ func (e *ToolError) Unwrap() error { return e.Err }
 // Error(), for the server log.
 func (e *ToolError) tenantMessage() string { return redactAddresses(e.Err) }
 
+// logMessage is Error() as the process log carries it: the tool's answers
+// the error quotes (answerError) replaced by their length. The addresses
+// the tool connected to stay, for the operator. A Go tool's own error is
+// told as the tool wrote it: the program that registers the tool keeps
+// tenant data out of its errors.
+func (e *ToolError) logMessage() string {
+	if e.HTTPStatus != 0 {
+		return fmt.Sprintf("%s error (HTTP %d): %s", e.Class, e.HTTPStatus, withoutAnswers(e.Err))
+	}
+	return fmt.Sprintf("%s error: %s", e.Class, withoutAnswers(e.Err))
+}
+
+// withoutAnswers returns err's text with the answer its chain quotes, if
+// any, replaced by the answer's length.
+func withoutAnswers(err error) string {
+	msg := err.Error()
+	var answer *answerError
+	if errors.As(err, &answer) {
+		msg = strings.Replace(msg, answer.Error(), answer.logMessage(), 1)
+	}
+	return msg
+}
+
 var (
 	// urlPattern is any absolute URL in an error's text.
 	urlPattern = regexp.MustCompile(`[A-Za-z][A-Za-z0-9+.\-]*://[^\s"'<>]+`)
