@@ -75,8 +75,8 @@ func (e *ToolError) Unwrap() error { return e.Err }
 // tenantMessage is the error's text as a tenant reads it (in the
 // execution's error and in workflow.step_retry events): the addresses of
 // what the tool connected to — URLs, host:port pairs, the names it looked
-// up — are replaced by <url> and <address>. The full text stays in
-// Error(), for the server log.
+// up — are replaced by <url> and <address>. The process log has them, and
+// not the tool's answer (logMessage).
 func (e *ToolError) tenantMessage() string { return redactAddresses(e.Err) }
 
 // logMessage is Error() as the process log carries it: the tool's answers
