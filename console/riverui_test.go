@@ -61,7 +61,8 @@ func setupJobsUI(t *testing.T) *jobsUIBundle {
 	}))
 	ins := &jobs.Inserter{Client: client}
 	require.NoError(t, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		return ins.InsertWaitTimeout(ctx, tx, x.ID, 1, time.Now().Add(time.Hour))
+		_, err := ins.InsertWaitTimeout(ctx, tx, engine.WaitTimer{ExecutionRowID: x.ID, TenantID: tenant, ExecutionID: x.ExecutionID, WaitSeq: 1, At: time.Now().Add(time.Hour)})
+		return err
 	}))
 
 	b := &jobsUIBundle{pool: pool, executionID: x.ID}

@@ -29,10 +29,10 @@ type JobInserter interface {
 	// InsertDrain enqueues a thread.drain job that hands the thread's queued
 	// messages out in FIFO order.
 	InsertDrain(ctx context.Context, tx pgx.Tx, threadID int64) error
-	// InsertWaitTimeout enqueues an execution.wait_timeout job that fires
-	// at at for the wait whose wait_seq is waitSeq; it must fire within a
-	// second of at.
-	InsertWaitTimeout(ctx context.Context, tx pgx.Tx, executionID int64, waitSeq int32, at time.Time) error
+	// InsertWaitTimeout enqueues the execution.wait_timeout job of a wait
+	// and returns its River job id. The job must fire within a second of
+	// the timer's At.
+	InsertWaitTimeout(ctx context.Context, tx pgx.Tx, timer WaitTimer) (int64, error)
 	// InsertCallback enqueues a workflow.callback job that posts a callback
 	// to the execution's callback_url (SendCallback).
 	InsertCallback(ctx context.Context, tx pgx.Tx, job CallbackJob) error
@@ -51,6 +51,22 @@ type JobInserter interface {
 	// poll interval, not River's scheduler's 5 s) that starts the session's
 	// next run from its queued inbound messages.
 	InsertSessionFlush(ctx context.Context, tx pgx.Tx, tenantID, threadKey string, at time.Time) error
+}
+
+// WaitTimer is the execution.wait_timeout job of one wait. The
+// transaction that ends the wait before At deletes the job (the execution
+// row names it, wait_timeout_job_id); a job of a wait that is over does
+// nothing when it fires.
+type WaitTimer struct {
+	// ExecutionRowID is the execution's row id, by which the job finds it.
+	ExecutionRowID int64
+	// TenantID and ExecutionID name the execution as the API, the console
+	// and the logs do, for whoever reads the job in River UI.
+	TenantID, ExecutionID string
+	// WaitSeq is the wait's wait_seq: a job of an older wait does nothing.
+	WaitSeq int32
+	// At is when the wait times out.
+	At time.Time
 }
 
 // Config configures an Engine.

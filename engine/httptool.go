@@ -32,7 +32,7 @@ func httpTool(url string, client *http.Client) ToolFunc {
 		}
 		var out map[string]any
 		if err := json.Unmarshal(raw, &out); err != nil || out == nil {
-			return nil, &ToolError{Class: ClassValidation, Err: fmt.Errorf("the tool answered something other than a JSON object: %s", snippet(raw))}
+			return nil, &ToolError{Class: ClassValidation, Err: &answerError{"the tool answered something other than a JSON object: %s", raw}}
 		}
 		return out, nil
 	}
@@ -80,11 +80,11 @@ func postJSON(ctx context.Context, client *http.Client, url string, body any, he
 	case s >= 200 && s < 300:
 		return raw, nil
 	case s >= 500, s == http.StatusRequestTimeout, s == http.StatusTooManyRequests:
-		return nil, &ToolError{Class: ClassService, HTTPStatus: s, RetryAfter: retryAfter(resp.Header.Get("Retry-After")), Err: fmt.Errorf("the tool answered %s", snippet(raw))}
+		return nil, &ToolError{Class: ClassService, HTTPStatus: s, RetryAfter: retryAfter(resp.Header.Get("Retry-After")), Err: &answerError{"the tool answered %s", raw}}
 	case s == http.StatusUnprocessableEntity:
-		return nil, &ToolError{Class: ClassValidation, HTTPStatus: s, Err: fmt.Errorf("the tool rejected its input: %s", snippet(raw))}
+		return nil, &ToolError{Class: ClassValidation, HTTPStatus: s, Err: &answerError{"the tool rejected its input: %s", raw}}
 	default:
-		return nil, &ToolError{Class: ClassClient, HTTPStatus: s, Err: fmt.Errorf("the tool answered %s", snippet(raw))}
+		return nil, &ToolError{Class: ClassClient, HTTPStatus: s, Err: &answerError{"the tool answered %s", raw}}
 	}
 }
 
@@ -94,6 +94,22 @@ func retryAfter(h string) time.Duration {
 		return min(time.Duration(n)*time.Second, maxBackoff)
 	}
 	return 0
+}
+
+// answerError is an error that quotes a tool's answer, which is the
+// tenant's data: the tenant reads the start of it (snippet), the process
+// log its length (ToolError.logMessage).
+type answerError struct {
+	// format has one %s, for the answer.
+	format string
+	answer []byte
+}
+
+func (e *answerError) Error() string { return fmt.Sprintf(e.format, snippet(e.answer)) }
+
+// logMessage is the error with the answer replaced by its length.
+func (e *answerError) logMessage() string {
+	return fmt.Sprintf(e.format, withheld(string(e.answer)))
 }
 
 func snippet(b []byte) string {
@@ -157,7 +173,7 @@ func llmTool(spec ToolSpec, client *http.Client) ToolFunc {
 			Usage map[string]any `json:"usage"`
 		}
 		if err := json.Unmarshal(raw, &answer); err != nil || len(answer.Choices) == 0 {
-			return nil, &ToolError{Class: ClassValidation, Err: fmt.Errorf("the chat completions answer has no choices: %s", snippet(raw))}
+			return nil, &ToolError{Class: ClassValidation, Err: &answerError{"the chat completions answer has no choices: %s", raw}}
 		}
 		c := answer.Choices[0]
 		return map[string]any{

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -450,9 +451,14 @@ func (e *Engine) finalize(ctx context.Context, tx pgx.Tx, row *dbsqlc.AgentExecu
 		}
 	})
 	msg := fmt.Sprintf("Execution %s completed with result: %s", row.ExecutionID, resultType)
-	level := "info"
-	if row.Status == StatusFailed {
-		level = "error"
+	level, logLevel := "info", slog.LevelInfo
+	switch row.Status {
+	case StatusFailed:
+		// The tenant's run failed, not Baton (engine/logsafe.go): an error
+		// event for the tenant, a warning in the process log.
+		level, logLevel = "error", slog.LevelWarn
+	case StatusTimeout:
+		logLevel = slog.LevelWarn
 	}
 	events.add(EventCompleted, level, "", msg, payload)
 	if err := events.write(ctx, e.q, tx); err != nil {
@@ -461,7 +467,7 @@ func (e *Engine) finalize(ctx context.Context, tx pgx.Tx, row *dbsqlc.AgentExecu
 	if err := e.enqueueEndCallbacks(ctx, tx, row); err != nil {
 		return err
 	}
-	e.Log(ctx, levelOf(level), msg, "execution_id", row.ExecutionID, "tenant_id", row.TenantID,
+	e.Log(ctx, logLevel, msg, "execution_id", row.ExecutionID, "tenant_id", row.TenantID,
 		"thread_id", row.ThreadID, "correlation_id", row.CorrelationID, "status", string(row.Status))
 	return nil
 }

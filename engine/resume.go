@@ -232,7 +232,7 @@ func (e *Engine) resume(ctx context.Context, tx pgx.Tx, row *dbsqlc.AgentExecuti
 	}
 	attrs := []any{"execution_id", row.ExecutionID, "tenant_id", row.TenantID, "thread_id", row.ThreadID, "correlation_id", row.CorrelationID}
 	e.InfoContext(ctx, msg, append(attrs, "cause", spec.cause, "waiting_for", deref(row.WaitingFor))...)
-	e.DebugContext(ctx, fmt.Sprintf("Updating state: shouldWait=false, lastResponse=%q", workflow.RenderText(vars["lastResponse"])), attrs...)
+	e.DebugContext(ctx, "Updating state: shouldWait=false, lastResponse="+withheld(vars["lastResponse"]), attrs...)
 	e.InfoContext(ctx, "Continuing from checkpoint", append(attrs, "node_id", next, "step_seq", out.StepSeq)...)
 	return &resumed{row: out, def: def, room: moved.Room, messageID: moved.MessageID}, nil
 }

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strconv"
 	"time"
 
@@ -192,8 +191,10 @@ func newStepRun(e *Engine, tx pgx.Tx, def *workflow.Definition, row *dbsqlc.Agen
 // stepFailure fails the execution at a node.
 type stepFailure struct {
 	code, message, nodeID string
-	// logMessage, when set, is the full error for the server log; message
-	// (what the tenant reads) leaves parts of it out.
+	// logMessage, when set, is what the process log says of the failure
+	// instead of message (what the tenant reads): the tenant's data that
+	// message quotes replaced by its length (engine/logsafe.go), and for a
+	// tool the addresses message leaves out.
 	logMessage string
 	// details become the execution's error_details; nil for failures that
 	// are not worth retrying.
@@ -260,7 +261,7 @@ func (r *stepRun) runNode(ctx context.Context, node *workflow.Node, pre *toolRes
 			return "", nil, false, fmt.Errorf("step interrupted during condition: %w", err) // the worker stops
 		}
 		if evalErr != nil {
-			return "", &stepFailure{code: CodeStepFailed, message: evalErr.Error(), nodeID: node.ID}, false, nil
+			return "", &stepFailure{code: CodeStepFailed, message: evalErr.Error(), logMessage: conditionLogMessage(evalErr), nodeID: node.ID}, false, nil
 		}
 		if r.conditionTime > stepConditionTime {
 			return "", &stepFailure{code: CodeStepFailed, nodeID: node.ID, message: fmt.Sprintf(
@@ -272,7 +273,8 @@ func (r *stepRun) runNode(ctx context.Context, node *workflow.Node, pre *toolRes
 			target, ok = node.Branches["default"]
 		}
 		if !ok {
-			return "", &stepFailure{code: CodeStepFailed, message: fmt.Sprintf("condition %q gave %q and no branch matches it", node.Condition, key), nodeID: node.ID}, false, nil
+			return "", &stepFailure{code: CodeStepFailed, message: fmt.Sprintf("condition %q gave %q and no branch matches it", node.Condition, key),
+				logMessage: fmt.Sprintf("the condition gave %s and no branch matches it", withheld(key)), nodeID: node.ID}, false, nil
 		}
 		payload.DecisionMade = fmt.Sprintf("The condition '%s' evaluated to %s", node.Condition, key)
 		payload.StepResult = map[string]any{"value": val}
@@ -534,16 +536,4 @@ func nilIfEmpty(s string) any {
 		return nil
 	}
 	return s
-}
-
-func levelOf(s string) slog.Level {
-	switch s {
-	case "error":
-		return slog.LevelError
-	case "warn":
-		return slog.LevelWarn
-	case "debug":
-		return slog.LevelDebug
-	}
-	return slog.LevelInfo
 }

@@ -98,7 +98,6 @@ func (e *Engine) timeoutLocked(ctx context.Context, tx pgx.Tx, thread *dbsqlc.Th
 	in := run.interpolation()
 	params, _ := in.Value(orEmpty(node.Parameters)).(map[string]any)
 	policy, _ := params["onTimeout"].(string)
-	attrs := run.logAttrs()
 	switch policy {
 	case OnTimeoutContinue:
 		if node.ActionType == workflow.ActionRequestInput {
@@ -112,35 +111,10 @@ func (e *Engine) timeoutLocked(ctx context.Context, tx pgx.Tx, thread *dbsqlc.Th
 		_, err := e.resumeLocked(ctx, tx, row, resumeSpec{vars: run.vars, cause: "TIMEOUT", timedOut: true, events: run.events})
 		return err
 	case OnTimeoutRetry:
-		wd := map[string]any{}
-		if err := jsonUnmarshal(row.WaitingData, &wd); err != nil {
-			return fmt.Errorf("timing out execution %s: waiting_data is not valid JSON: %w", row.ExecutionID, err)
+		retried, err := e.retryWait(ctx, tx, row, node, params, run)
+		if retried || err != nil {
+			return err
 		}
-		retries, _ := wd["retries"].(float64)
-		maxRetries := defaultMaxRetries
-		if node.ActionType == workflow.ActionRequestInput {
-			maxRetries = defaultInputMaxRetries
-		}
-		if m, ok := params["maxRetries"].(float64); ok {
-			maxRetries = int(m)
-		}
-		if int(retries) < maxRetries {
-			d, err := workflow.ParseDuration(workflow.RenderText(wd["timeout"]))
-			if err != nil || d <= 0 {
-				kind, _ := workflow.WaitKindOf(node.ActionType)
-				d = kind.Default
-			}
-			wd["retries"] = int(retries) + 1
-			next, err := e.q.ExecutionRewait(ctx, tx, &dbsqlc.ExecutionRewaitParams{
-				ID: row.ID, WaitSeq: row.WaitSeq, WaitingUntil: time.Now().Add(d),
-				WaitingData: mustJSON(wd), Variables: mustJSON(run.vars),
-			})
-			if err != nil {
-				return fmt.Errorf("retrying wait: %w", err)
-			}
-			return e.startWait(ctx, tx, next, wd, run.events, append(attrs, "retry", int(retries)+1), node.ActionType, true)
-		}
-		e.InfoContext(ctx, fmt.Sprintf("Execution %s ran out of wait retries (%d)", row.ExecutionID, maxRetries), attrs...)
 	}
 	summary := timeoutSummary(waitingFor)
 	out, err := e.q.ExecutionEndWait(ctx, tx, &dbsqlc.ExecutionEndWaitParams{
@@ -151,4 +125,46 @@ func (e *Engine) timeoutLocked(ctx context.Context, tx pgx.Tx, thread *dbsqlc.Th
 		return fmt.Errorf("ending execution on timeout: %w", err)
 	}
 	return e.finalize(ctx, tx, out, run.events, finish{freed: true})
+}
+
+// retryWait makes a waiting execution whose wait timed out with onTimeout
+// retry wait again, with a new timeout job, while it has retries left
+// (maxRetries, default 3, 2 for request_input), and reports whether it
+// did.
+func (e *Engine) retryWait(ctx context.Context, tx pgx.Tx, row *dbsqlc.AgentExecution, node *workflow.Node, params map[string]any, run *stepRun) (bool, error) {
+	wd := map[string]any{}
+	if err := jsonUnmarshal(row.WaitingData, &wd); err != nil {
+		return false, fmt.Errorf("timing out execution %s: waiting_data is not valid JSON: %w", row.ExecutionID, err)
+	}
+	retries, _ := wd["retries"].(float64)
+	maxRetries := defaultMaxRetries
+	if node.ActionType == workflow.ActionRequestInput {
+		maxRetries = defaultInputMaxRetries
+	}
+	if m, ok := params["maxRetries"].(float64); ok {
+		maxRetries = int(m)
+	}
+	if int(retries) >= maxRetries {
+		e.InfoContext(ctx, fmt.Sprintf("Execution %s ran out of wait retries (%d)", row.ExecutionID, maxRetries), run.logAttrs()...)
+		return false, nil
+	}
+	d, err := workflow.ParseDuration(workflow.RenderText(wd["timeout"]))
+	if err != nil || d <= 0 {
+		kind, _ := workflow.WaitKindOf(node.ActionType)
+		d = kind.Default
+	}
+	wd["retries"] = int(retries) + 1
+	until := time.Now().Add(d)
+	timer, err := e.armTimeout(ctx, tx, row, until)
+	if err != nil {
+		return false, err
+	}
+	next, err := e.q.ExecutionRewait(ctx, tx, &dbsqlc.ExecutionRewaitParams{
+		ID: row.ID, WaitSeq: row.WaitSeq, WaitingUntil: until,
+		WaitingData: mustJSON(wd), Variables: mustJSON(run.vars), WaitTimeoutJobID: timer,
+	})
+	if err != nil {
+		return false, fmt.Errorf("retrying wait: %w", err)
+	}
+	return true, e.startWait(ctx, tx, next, wd, run.events, append(run.logAttrs(), "retry", int(retries)+1), node.ActionType, true)
 }

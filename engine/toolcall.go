@@ -69,13 +69,13 @@ func (t *toolResult) failure(node *workflow.Node) *stepFailure {
 	if t.err.HTTPStatus != 0 {
 		details["http_status"] = t.err.HTTPStatus
 	}
-	// The tenant reads the error without the tool's addresses; the server
-	// log has it whole.
+	// The tenant reads the error without the tool's addresses; the process
+	// log with them, and without the tool's answer.
 	prefix := fmt.Sprintf("tool %s failed at step %s: ", node.Task, node.ID)
 	if t.attempt > 1 {
 		prefix = fmt.Sprintf("tool %s failed at step %s after %d attempts: ", node.Task, node.ID, t.attempt)
 	}
-	return &stepFailure{code: t.err.code(), message: prefix + t.err.tenantMessage(), logMessage: prefix + t.err.Err.Error(),
+	return &stepFailure{code: t.err.code(), message: prefix + t.err.tenantMessage(), logMessage: prefix + withoutAnswers(t.err.Err),
 		nodeID: node.ID, details: details}
 }
 
@@ -194,7 +194,7 @@ func (e *Engine) scheduleRetry(ctx context.Context, x *dbsqlc.AgentExecution, no
 		return err
 	}
 	e.WarnContext(ctx, "tool call failed; retrying", "execution_id", x.ExecutionID, "tenant_id", x.TenantID,
-		"node_id", node.ID, "tool_id", node.Task, "attempt", res.attempt, "retry_in", delay, "error", res.err.Error())
+		"node_id", node.ID, "tool_id", node.Task, "attempt", res.attempt, "retry_in", delay, "error", res.err.logMessage())
 	return &SnoozeError{Delay: delay, Reason: fmt.Sprintf("tool %s retry %d after %s", node.Task, res.attempt, res.err.Class)}
 }
 

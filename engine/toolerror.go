@@ -75,9 +75,32 @@ func (e *ToolError) Unwrap() error { return e.Err }
 // tenantMessage is the error's text as a tenant reads it (in the
 // execution's error and in workflow.step_retry events): the addresses of
 // what the tool connected to — URLs, host:port pairs, the names it looked
-// up — are replaced by <url> and <address>. The full text stays in
-// Error(), for the server log.
+// up — are replaced by <url> and <address>. The process log has them, and
+// not the tool's answer (logMessage).
 func (e *ToolError) tenantMessage() string { return redactAddresses(e.Err) }
+
+// logMessage is Error() as the process log carries it: the tool's answers
+// the error quotes (answerError) replaced by their length. The addresses
+// the tool connected to stay, for the operator. A Go tool's own error is
+// told as the tool wrote it: the program that registers the tool keeps
+// tenant data out of its errors.
+func (e *ToolError) logMessage() string {
+	if e.HTTPStatus != 0 {
+		return fmt.Sprintf("%s error (HTTP %d): %s", e.Class, e.HTTPStatus, withoutAnswers(e.Err))
+	}
+	return fmt.Sprintf("%s error: %s", e.Class, withoutAnswers(e.Err))
+}
+
+// withoutAnswers returns err's text with the answer its chain quotes, if
+// any, replaced by the answer's length.
+func withoutAnswers(err error) string {
+	msg := err.Error()
+	var answer *answerError
+	if errors.As(err, &answer) {
+		msg = strings.Replace(msg, answer.Error(), answer.logMessage(), 1)
+	}
+	return msg
+}
 
 var (
 	// urlPattern is any absolute URL in an error's text.

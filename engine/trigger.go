@@ -55,7 +55,8 @@ func (r *stepRun) triggerAgent(ctx context.Context, node *workflow.Node, payload
 		ParentExecutionID: r.row.ID, CanInheritLock: wait,
 	})
 	if errors.Is(err, ErrNotFound) {
-		return &stepFailure{code: CodeStepFailed, message: fmt.Sprintf("trigger_agent: workflow %q is not defined", workflowID), nodeID: node.ID}, false, nil
+		return &stepFailure{code: CodeStepFailed, message: fmt.Sprintf("trigger_agent: workflow %q is not defined", workflowID),
+			logMessage: fmt.Sprintf("trigger_agent: workflow_id %s names no defined workflow", withheld(workflowID)), nodeID: node.ID}, false, nil
 	}
 	if err != nil {
 		return nil, false, fmt.Errorf("starting child execution: %w", err)

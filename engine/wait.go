@@ -39,9 +39,10 @@ func (r *stepRun) enterWait(ctx context.Context, node *workflow.Node, payload *s
 		return f, nil
 	}
 	now := time.Now()
-	timeoutText, until, problem := waitDeadline(node.ActionType, kind, params, now)
-	if problem != "" {
-		return &stepFailure{code: CodeStepFailed, message: problem, nodeID: node.ID}, nil
+	timeoutText, until, failure := waitDeadline(node.ActionType, kind, params, now)
+	if failure != nil {
+		failure.code, failure.nodeID = CodeStepFailed, node.ID
+		return failure, nil
 	}
 	thread, err := r.e.q.ThreadGetByID(ctx, r.tx, r.row.ThreadID)
 	if err != nil {
@@ -101,10 +102,14 @@ func (r *stepRun) enterWait(ctx context.Context, node *workflow.Node, payload *s
 		return failure, nil
 	}
 	r.record(node, node.Next, payload)
+	timer, err := r.e.armTimeout(ctx, r.tx, r.row, until)
+	if err != nil {
+		return nil, err
+	}
 	row, err := r.e.q.ExecutionEnterWait(ctx, r.tx, &dbsqlc.ExecutionEnterWaitParams{
 		ID: r.row.ID, StepSeq: r.row.StepSeq, CurrentNodeID: node.ID, Variables: vars,
 		NodePath: r.path, StepsCompleted: int32(r.steps), TotalSteps: int32(r.steps + r.def.Remaining(node.Next)),
-		WaitingFor: kind.WaitingFor, WaitingUntil: until, WaitingData: mustJSON(data),
+		WaitingFor: kind.WaitingFor, WaitingUntil: until, WaitingData: mustJSON(data), WaitTimeoutJobID: timer,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("entering wait: %w", err)
@@ -132,9 +137,27 @@ func (r *stepRun) enterWait(ctx context.Context, node *workflow.Node, payload *s
 	return nil, nil
 }
 
-// startWait writes a wait's event, log lines and timeout job, in the
-// transaction that made the execution wait (or wait again). freed says the
-// execution held a lane slot until now, which admission may give on.
+// armTimeout enqueues the timeout job of the wait the execution enters
+// next, its wait_seq + 1, due at until, and returns the job's id for the
+// statement that makes it wait (ExecutionEnterWait, ExecutionRewait),
+// which stores it on the row: whatever ends the wait before until deletes
+// the job in its own statement (ExecutionResume, ExecutionCancel,
+// ExecutionFail). The job goes first because its id goes with the row's
+// update, which then costs no statement of its own.
+func (e *Engine) armTimeout(ctx context.Context, tx pgx.Tx, row *dbsqlc.AgentExecution, until time.Time) (int64, error) {
+	id, err := e.jobs.InsertWaitTimeout(ctx, tx, WaitTimer{
+		ExecutionRowID: row.ID, TenantID: row.TenantID, ExecutionID: row.ExecutionID, WaitSeq: row.WaitSeq + 1, At: until,
+	})
+	if err != nil {
+		return 0, fmt.Errorf("enqueueing wait timeout: %w", err)
+	}
+	return id, nil
+}
+
+// startWait writes a wait's event and log lines, in the transaction that
+// made the execution wait (or wait again), whose timeout job armTimeout
+// enqueued. freed says the execution held a lane slot until now, which
+// admission may give on.
 func (e *Engine) startWait(ctx context.Context, tx pgx.Tx, row *dbsqlc.AgentExecution, data map[string]any, events *eventLog, attrs []any, actionType string, freed bool) error {
 	waitingFor := deref(row.WaitingFor)
 	msg := fmt.Sprintf("Execution %s entering WAITING state (waitingFor: %s)", row.ExecutionID, waitingFor)
@@ -143,9 +166,6 @@ func (e *Engine) startWait(ctx context.Context, tx pgx.Tx, row *dbsqlc.AgentExec
 	})
 	if err := events.write(ctx, e.q, tx); err != nil {
 		return err
-	}
-	if err := e.jobs.InsertWaitTimeout(ctx, tx, row.ID, row.WaitSeq, *row.WaitingUntil); err != nil {
-		return fmt.Errorf("enqueueing wait timeout: %w", err)
 	}
 	// Waiting holds no lane slot.
 	if freed {
@@ -164,50 +184,64 @@ func (e *Engine) startWait(ctx context.Context, tx pgx.Tx, row *dbsqlc.AgentExec
 }
 
 // waitDeadline resolves a wait's timeout, already templated, into its text
-// and its deadline; problem explains a timeout the wait cannot use.
-func waitDeadline(actionType string, kind workflow.WaitKind, params map[string]any, now time.Time) (text string, until time.Time, problem string) {
+// and its deadline; a timeout the wait cannot use is a failure, whose
+// message quotes the value the tenant gave and whose logMessage its length
+// (engine/logsafe.go). The caller sets its code and node.
+func waitDeadline(actionType string, kind workflow.WaitKind, params map[string]any, now time.Time) (text string, until time.Time, failure *stepFailure) {
 	if actionType == workflow.ActionDelay {
 		if raw, ok := params["until"]; ok && raw != nil && raw != "" {
 			s, _ := raw.(string)
 			at, err := time.Parse(time.RFC3339, s)
 			if err != nil {
-				return "", time.Time{}, fmt.Sprintf("delay until %q is not an RFC 3339 time", workflow.RenderText(raw))
+				return "", time.Time{}, &stepFailure{
+					message:    fmt.Sprintf("delay until %q is not an RFC 3339 time", workflow.RenderText(raw)),
+					logMessage: fmt.Sprintf("delay until %s is not an RFC 3339 time", withheld(raw)),
+				}
 			}
 			if at.Sub(now) > kind.Max {
-				return "", time.Time{}, fmt.Sprintf("delay until %s is over the maximum of %s for a delay wait", s, workflow.FormatDays(kind.Max))
+				over := fmt.Sprintf("is over the maximum of %s for a delay wait", workflow.FormatDays(kind.Max))
+				return "", time.Time{}, &stepFailure{
+					message:    fmt.Sprintf("delay until %s %s", s, over),
+					logMessage: fmt.Sprintf("delay until %s %s", withheld(s), over),
+				}
 			}
 			if at.Before(now) {
 				at = now
 			}
-			return s, at, ""
+			return s, at, nil
 		}
 		return durationDeadline("duration", kind, params, now)
 	}
 	return durationDeadline("timeout", kind, params, now)
 }
 
-func durationDeadline(key string, kind workflow.WaitKind, params map[string]any, now time.Time) (string, time.Time, string) {
+func durationDeadline(key string, kind workflow.WaitKind, params map[string]any, now time.Time) (string, time.Time, *stepFailure) {
 	raw, ok := params[key]
 	if !ok || raw == nil || raw == "" {
 		if kind.Default == 0 {
-			return "", time.Time{}, fmt.Sprintf("a %s wait needs a %s", kind.WaitingFor, key)
+			return "", time.Time{}, &stepFailure{message: fmt.Sprintf("a %s wait needs a %s", kind.WaitingFor, key)}
 		}
-		return workflow.FormatDays(kind.Default), now.Add(kind.Default), ""
+		return workflow.FormatDays(kind.Default), now.Add(kind.Default), nil
+	}
+	// failed quotes the value in the message, its length in the log.
+	failed := func(message, problem string) (string, time.Time, *stepFailure) {
+		return "", time.Time{}, &stepFailure{message: message, logMessage: fmt.Sprintf("%s %s %s", key, withheld(raw), problem)}
 	}
 	s, isStr := raw.(string)
 	if !isStr {
-		return "", time.Time{}, fmt.Sprintf("%s %s is not a duration", key, workflow.RenderText(raw))
+		return failed(fmt.Sprintf("%s %s is not a duration", key, workflow.RenderText(raw)), "is not a duration")
 	}
 	d, err := workflow.ParseDuration(s)
 	switch {
 	case err != nil:
-		return "", time.Time{}, fmt.Sprintf("%s: %v", key, err)
+		return failed(fmt.Sprintf("%s: %v", key, err), "is not a duration")
 	case d <= 0:
-		return "", time.Time{}, fmt.Sprintf("%s %s must be positive", key, s)
+		return failed(fmt.Sprintf("%s %s must be positive", key, s), "must be positive")
 	case d > kind.Max:
-		return "", time.Time{}, fmt.Sprintf("%s %s is over the maximum of %s for a %s wait", key, s, workflow.FormatDays(kind.Max), kind.WaitingFor)
+		over := fmt.Sprintf("is over the maximum of %s for a %s wait", workflow.FormatDays(kind.Max), kind.WaitingFor)
+		return failed(fmt.Sprintf("%s %s %s", key, s, over), over)
 	}
-	return s, now.Add(d), ""
+	return s, now.Add(d), nil
 }
 
 // notification is the message assign_test and request_signature send on the

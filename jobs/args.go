@@ -60,13 +60,20 @@ type DeliverReapArgs struct{}
 // Kind is the job kind River UI shows.
 func (DeliverReapArgs) Kind() string { return "message.deliver_reap" }
 
-// WaitTimeoutArgs fire the timeout of one wait of an execution.
+// WaitTimeoutArgs fire the timeout of one wait of an execution. The
+// transaction that ends the wait before then deletes the job.
 type WaitTimeoutArgs struct {
-	// ExecutionID is the execution's row id.
+	// ExecutionID is the execution's row id, by which the job finds it.
 	ExecutionID int64 `json:"execution_id"`
 	// WaitSeq is the wait the job belongs to; a job of an older wait (the
 	// execution resumed, or retried its wait) does nothing.
 	WaitSeq int32 `json:"wait_seq"`
+	// TenantID and Execution name the execution as the API, the console
+	// and the logs do (Execution is its exec-… id), for whoever reads the
+	// job in River UI. Jobs enqueued by builds before them lack both; the
+	// job never needs them.
+	TenantID  string `json:"tenant_id,omitempty"`
+	Execution string `json:"execution,omitempty"`
 }
 
 // Kind is the job kind River UI shows.

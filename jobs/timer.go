@@ -12,6 +12,7 @@ import (
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/batonrun/baton/db/dbsqlc"
+	"github.com/batonrun/baton/engine"
 )
 
 // Timers: wait timeouts, session flushes and delayed lane dispatches are
@@ -90,11 +91,16 @@ func (m *preciseTimers) InsertMany(ctx context.Context, manyParams []*rivertype.
 	return doInner(ctx)
 }
 
-// InsertWaitTimeout enqueues an execution.wait_timeout job due at at.
-func (i *Inserter) InsertWaitTimeout(ctx context.Context, tx pgx.Tx, executionID int64, waitSeq int32, at time.Time) error {
-	_, err := i.Client.InsertTx(ctx, tx, WaitTimeoutArgs{ExecutionID: executionID, WaitSeq: waitSeq},
-		&river.InsertOpts{Queue: QueueHigh, ScheduledAt: at, MaxAttempts: 25})
-	return err
+// InsertWaitTimeout enqueues the execution.wait_timeout job of a wait,
+// due at timer.At, and returns its id (engine.JobInserter).
+func (i *Inserter) InsertWaitTimeout(ctx context.Context, tx pgx.Tx, timer engine.WaitTimer) (int64, error) {
+	res, err := i.Client.InsertTx(ctx, tx, WaitTimeoutArgs{
+		ExecutionID: timer.ExecutionRowID, WaitSeq: timer.WaitSeq, TenantID: timer.TenantID, Execution: timer.ExecutionID,
+	}, &river.InsertOpts{Queue: QueueHigh, ScheduledAt: timer.At, MaxAttempts: 25})
+	if err != nil {
+		return 0, err
+	}
+	return res.Job.ID, nil
 }
 
 // PromoteTimers makes the scheduled timer jobs due within TimerLookahead

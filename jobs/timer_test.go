@@ -33,7 +33,8 @@ func insertTimer(t *testing.T, pool *pgxpool.Pool, ins *Inserter, waitSeq int32,
 	t.Helper()
 	ctx := context.Background()
 	require.NoError(t, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		return ins.InsertWaitTimeout(ctx, tx, 1, waitSeq, at)
+		_, err := ins.InsertWaitTimeout(ctx, tx, engine.WaitTimer{ExecutionRowID: 1, WaitSeq: waitSeq, At: at})
+		return err
 	}))
 }
 
@@ -123,4 +124,63 @@ func TestScheduledWaitTimeoutFires(t *testing.T) {
 		got, err := eng.GetExecution(ctx, pool, "acme", x.ExecutionID)
 		return err == nil && got.Status == engine.StatusCompleted
 	}, time.Minute, 50*time.Millisecond, "the wait times out and the execution ends")
+}
+
+// olderWaitTimeoutArgs are the args of an execution.wait_timeout job as
+// builds before TenantID and Execution enqueued it.
+type olderWaitTimeoutArgs struct {
+	ExecutionID int64 `json:"execution_id"`
+	WaitSeq     int32 `json:"wait_seq"`
+}
+
+func (olderWaitTimeoutArgs) Kind() string { return WaitTimeoutArgs{}.Kind() }
+
+// A wait's timeout job carries the execution's tenant and exec-… id, and
+// one enqueued by an earlier build, with neither, still fires: the wait
+// times out and goes on, and the wait's own timer, which the transaction
+// that ended the wait deleted, never fires.
+func TestOlderWaitTimeoutArgsStillFire(t *testing.T) {
+	t.Parallel()
+	pool, eng := presenceEngine(t)
+	client, err := NewClient(pool, Config{Engine: eng})
+	require.NoError(t, err)
+	ctx := context.Background()
+	_, _, err = eng.DefineWorkflow(ctx, pool, "acme", []byte(`{"workflow_id": "w", "version": "1", "nodes": [
+	  {"id": "start", "type": "start", "next": "w"},
+	  {"id": "w", "type": "action", "actionType": "wait_for_event", "parameters": {"event_id": "ev", "timeout": "1h", "onTimeout": "continue"}, "next": "end"},
+	  {"id": "end", "type": "end"}]}`))
+	require.NoError(t, err)
+	var x *engine.Execution
+	require.NoError(t, eng.WithTx(ctx, func(tx pgx.Tx) error {
+		x, err = eng.StartExecution(ctx, tx, engine.StartParams{TenantID: "acme", WorkflowID: "w"})
+		return err
+	}))
+	var args WaitTimeoutArgs
+	require.NoError(t, pool.QueryRow(ctx, `SELECT args FROM river_job WHERE kind = 'execution.wait_timeout'`).Scan(&args))
+	require.Equal(t, WaitTimeoutArgs{ExecutionID: x.ID, WaitSeq: 1, TenantID: "acme", Execution: x.ExecutionID}, args)
+
+	require.NoError(t, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		_, err := client.InsertTx(ctx, tx, olderWaitTimeoutArgs{ExecutionID: x.ID, WaitSeq: 1}, &river.InsertOpts{Queue: QueueHigh})
+		return err
+	}))
+	require.NoError(t, client.Start(ctx))
+	t.Cleanup(func() {
+		stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = client.StopAndCancel(stopCtx)
+	})
+	require.Eventually(t, func() bool {
+		got, err := eng.GetExecution(ctx, pool, "acme", x.ExecutionID)
+		return err == nil && got.Status == engine.StatusCompleted && got.Variables["timedOut"] == true
+	}, time.Minute, 20*time.Millisecond, "the older job times the wait out")
+	var states []string
+	rows, err := pool.Query(ctx, `SELECT state::text FROM river_job WHERE kind = 'execution.wait_timeout'`)
+	require.NoError(t, err)
+	for rows.Next() {
+		var s string
+		require.NoError(t, rows.Scan(&s))
+		states = append(states, s)
+	}
+	require.NoError(t, rows.Err())
+	require.Equal(t, []string{"completed"}, states, "the older job completed; the wait's own timer is gone")
 }

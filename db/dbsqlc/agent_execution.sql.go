@@ -56,6 +56,14 @@ func (q *Queries) ExecutionAncestors(ctx context.Context, db DBTX, id int64) ([]
 }
 
 const executionCancel = `-- name: ExecutionCancel :one
+WITH timer AS (
+    -- The wait's timeout job goes with the wait, unless a worker has taken
+    -- it: that one finds the wait over and does nothing.
+    DELETE FROM river_job j
+    WHERE j.id = (SELECT w.wait_timeout_job_id FROM agent_execution w
+                  WHERE w.id = $4::bigint AND w.status = 'waiting')
+      AND j.state IN ('available', 'retryable', 'scheduled')
+)
 UPDATE agent_execution
 SET status = 'cancelled',
     result_type = 'cancelled',
@@ -63,13 +71,14 @@ SET status = 'cancelled',
     cancelled_by = $2::text,
     cancel_reason = $3::text,
     waiting_for = NULL,
+    wait_timeout_job_id = NULL,
     step_seq = step_seq + 1,
     completed_at = clock.at,
     updated_at = clock.at
 FROM (SELECT clock_timestamp() AS at) clock
 WHERE id = $4::bigint
   AND status IN ('pending', 'running', 'waiting')
-RETURNING agent_execution.id, agent_execution.tenant_id, agent_execution.execution_id, agent_execution.workflow_id, agent_execution.version, agent_execution.status, agent_execution.lane, agent_execution.session_key, agent_execution.thread_id, agent_execution.parent_execution_id, agent_execution.can_inherit_lock, agent_execution.restarted_from, agent_execution.current_node_id, agent_execution.current_step_started_at, agent_execution.input, agent_execution.context, agent_execution.variables, agent_execution.conversation_history, agent_execution.node_path, agent_execution.steps_completed, agent_execution.total_steps, agent_execution.step_seq, agent_execution.waiting_for, agent_execution.waiting_until, agent_execution.waiting_data, agent_execution.wait_seq, agent_execution.event_data, agent_execution.result_type, agent_execution.result_summary, agent_execution.result, agent_execution.error_code, agent_execution.error_message, agent_execution.failed_node_id, agent_execution.cancelled_by, agent_execution.cancel_reason, agent_execution.correlation_id, agent_execution.idempotency_key, agent_execution.callback_url, agent_execution.priority, agent_execution.created_at, agent_execution.started_at, agent_execution.updated_at, agent_execution.completed_at, agent_execution.node_attempt, agent_execution.error_details, agent_execution.lock_inherited_from, agent_execution.queued_at, agent_execution.admit_first, agent_execution.step_recoveries, agent_execution.callback_events
+RETURNING agent_execution.id, agent_execution.tenant_id, agent_execution.execution_id, agent_execution.workflow_id, agent_execution.version, agent_execution.status, agent_execution.lane, agent_execution.session_key, agent_execution.thread_id, agent_execution.parent_execution_id, agent_execution.can_inherit_lock, agent_execution.restarted_from, agent_execution.current_node_id, agent_execution.current_step_started_at, agent_execution.input, agent_execution.context, agent_execution.variables, agent_execution.conversation_history, agent_execution.node_path, agent_execution.steps_completed, agent_execution.total_steps, agent_execution.step_seq, agent_execution.waiting_for, agent_execution.waiting_until, agent_execution.waiting_data, agent_execution.wait_seq, agent_execution.event_data, agent_execution.result_type, agent_execution.result_summary, agent_execution.result, agent_execution.error_code, agent_execution.error_message, agent_execution.failed_node_id, agent_execution.cancelled_by, agent_execution.cancel_reason, agent_execution.correlation_id, agent_execution.idempotency_key, agent_execution.callback_url, agent_execution.priority, agent_execution.created_at, agent_execution.started_at, agent_execution.updated_at, agent_execution.completed_at, agent_execution.node_attempt, agent_execution.error_details, agent_execution.lock_inherited_from, agent_execution.queued_at, agent_execution.admit_first, agent_execution.step_recoveries, agent_execution.callback_events, agent_execution.wait_timeout_job_id
 `
 
 type ExecutionCancelParams struct {
@@ -79,6 +88,8 @@ type ExecutionCancelParams struct {
 	ID            int64
 }
 
+// Cancels a live execution. A waiting one's timeout job is deleted in the
+// same statement.
 func (q *Queries) ExecutionCancel(ctx context.Context, db DBTX, arg *ExecutionCancelParams) (*AgentExecution, error) {
 	row := db.QueryRow(ctx, executionCancel,
 		arg.ResultSummary,
@@ -138,6 +149,7 @@ func (q *Queries) ExecutionCancel(ctx context.Context, db DBTX, arg *ExecutionCa
 		&i.AdmitFirst,
 		&i.StepRecoveries,
 		&i.CallbackEvents,
+		&i.WaitTimeoutJobID,
 	)
 	return &i, err
 }
@@ -156,7 +168,7 @@ SET current_node_id = $1::text,
 WHERE id = $6::bigint
   AND status = 'running'
   AND step_seq = $7::bigint
-RETURNING id, tenant_id, execution_id, workflow_id, version, status, lane, session_key, thread_id, parent_execution_id, can_inherit_lock, restarted_from, current_node_id, current_step_started_at, input, context, variables, conversation_history, node_path, steps_completed, total_steps, step_seq, waiting_for, waiting_until, waiting_data, wait_seq, event_data, result_type, result_summary, result, error_code, error_message, failed_node_id, cancelled_by, cancel_reason, correlation_id, idempotency_key, callback_url, priority, created_at, started_at, updated_at, completed_at, node_attempt, error_details, lock_inherited_from, queued_at, admit_first, step_recoveries, callback_events
+RETURNING id, tenant_id, execution_id, workflow_id, version, status, lane, session_key, thread_id, parent_execution_id, can_inherit_lock, restarted_from, current_node_id, current_step_started_at, input, context, variables, conversation_history, node_path, steps_completed, total_steps, step_seq, waiting_for, waiting_until, waiting_data, wait_seq, event_data, result_type, result_summary, result, error_code, error_message, failed_node_id, cancelled_by, cancel_reason, correlation_id, idempotency_key, callback_url, priority, created_at, started_at, updated_at, completed_at, node_attempt, error_details, lock_inherited_from, queued_at, admit_first, step_recoveries, callback_events, wait_timeout_job_id
 `
 
 type ExecutionCheckpointParams struct {
@@ -231,6 +243,7 @@ func (q *Queries) ExecutionCheckpoint(ctx context.Context, db DBTX, arg *Executi
 		&i.AdmitFirst,
 		&i.StepRecoveries,
 		&i.CallbackEvents,
+		&i.WaitTimeoutJobID,
 	)
 	return &i, err
 }
@@ -265,6 +278,15 @@ func (q *Queries) ExecutionDepth(ctx context.Context, db DBTX, arg *ExecutionDep
 }
 
 const executionFail = `-- name: ExecutionFail :one
+WITH timer AS (
+    -- The wait's timeout job goes with the wait, unless a worker has taken
+    -- it: that one finds the wait over and does nothing.
+    DELETE FROM river_job j
+    WHERE j.id = (SELECT w.wait_timeout_job_id FROM agent_execution w
+                  WHERE w.id = $3::bigint AND w.status = 'waiting'
+                    AND ($4::bigint IS NULL OR w.step_seq = $4::bigint))
+      AND j.state IN ('available', 'retryable', 'scheduled')
+)
 UPDATE agent_execution
 SET status = 'failed',
     result_type = 'failure',
@@ -272,6 +294,7 @@ SET status = 'failed',
     error_message = $2::text,
     failed_node_id = current_node_id,
     waiting_for = NULL,
+    wait_timeout_job_id = NULL,
     step_seq = step_seq + 1,
     completed_at = clock.at,
     updated_at = clock.at
@@ -279,7 +302,7 @@ FROM (SELECT clock_timestamp() AS at) clock
 WHERE id = $3::bigint
   AND status IN ('pending', 'running', 'waiting')
   AND ($4::bigint IS NULL OR step_seq = $4::bigint)
-RETURNING agent_execution.id, agent_execution.tenant_id, agent_execution.execution_id, agent_execution.workflow_id, agent_execution.version, agent_execution.status, agent_execution.lane, agent_execution.session_key, agent_execution.thread_id, agent_execution.parent_execution_id, agent_execution.can_inherit_lock, agent_execution.restarted_from, agent_execution.current_node_id, agent_execution.current_step_started_at, agent_execution.input, agent_execution.context, agent_execution.variables, agent_execution.conversation_history, agent_execution.node_path, agent_execution.steps_completed, agent_execution.total_steps, agent_execution.step_seq, agent_execution.waiting_for, agent_execution.waiting_until, agent_execution.waiting_data, agent_execution.wait_seq, agent_execution.event_data, agent_execution.result_type, agent_execution.result_summary, agent_execution.result, agent_execution.error_code, agent_execution.error_message, agent_execution.failed_node_id, agent_execution.cancelled_by, agent_execution.cancel_reason, agent_execution.correlation_id, agent_execution.idempotency_key, agent_execution.callback_url, agent_execution.priority, agent_execution.created_at, agent_execution.started_at, agent_execution.updated_at, agent_execution.completed_at, agent_execution.node_attempt, agent_execution.error_details, agent_execution.lock_inherited_from, agent_execution.queued_at, agent_execution.admit_first, agent_execution.step_recoveries, agent_execution.callback_events
+RETURNING agent_execution.id, agent_execution.tenant_id, agent_execution.execution_id, agent_execution.workflow_id, agent_execution.version, agent_execution.status, agent_execution.lane, agent_execution.session_key, agent_execution.thread_id, agent_execution.parent_execution_id, agent_execution.can_inherit_lock, agent_execution.restarted_from, agent_execution.current_node_id, agent_execution.current_step_started_at, agent_execution.input, agent_execution.context, agent_execution.variables, agent_execution.conversation_history, agent_execution.node_path, agent_execution.steps_completed, agent_execution.total_steps, agent_execution.step_seq, agent_execution.waiting_for, agent_execution.waiting_until, agent_execution.waiting_data, agent_execution.wait_seq, agent_execution.event_data, agent_execution.result_type, agent_execution.result_summary, agent_execution.result, agent_execution.error_code, agent_execution.error_message, agent_execution.failed_node_id, agent_execution.cancelled_by, agent_execution.cancel_reason, agent_execution.correlation_id, agent_execution.idempotency_key, agent_execution.callback_url, agent_execution.priority, agent_execution.created_at, agent_execution.started_at, agent_execution.updated_at, agent_execution.completed_at, agent_execution.node_attempt, agent_execution.error_details, agent_execution.lock_inherited_from, agent_execution.queued_at, agent_execution.admit_first, agent_execution.step_recoveries, agent_execution.callback_events, agent_execution.wait_timeout_job_id
 `
 
 type ExecutionFailParams struct {
@@ -290,7 +313,7 @@ type ExecutionFailParams struct {
 }
 
 // Fails a live execution from outside its step (a step job that ran out of
-// attempts).
+// attempts). A waiting one's timeout job is deleted in the same statement.
 func (q *Queries) ExecutionFail(ctx context.Context, db DBTX, arg *ExecutionFailParams) (*AgentExecution, error) {
 	row := db.QueryRow(ctx, executionFail,
 		arg.ErrorCode,
@@ -350,6 +373,7 @@ func (q *Queries) ExecutionFail(ctx context.Context, db DBTX, arg *ExecutionFail
 		&i.AdmitFirst,
 		&i.StepRecoveries,
 		&i.CallbackEvents,
+		&i.WaitTimeoutJobID,
 	)
 	return &i, err
 }
@@ -379,7 +403,7 @@ FROM (SELECT clock_timestamp() AS at) clock
 WHERE id = $14::bigint
   AND status = 'running'
   AND step_seq = $15::bigint
-RETURNING agent_execution.id, agent_execution.tenant_id, agent_execution.execution_id, agent_execution.workflow_id, agent_execution.version, agent_execution.status, agent_execution.lane, agent_execution.session_key, agent_execution.thread_id, agent_execution.parent_execution_id, agent_execution.can_inherit_lock, agent_execution.restarted_from, agent_execution.current_node_id, agent_execution.current_step_started_at, agent_execution.input, agent_execution.context, agent_execution.variables, agent_execution.conversation_history, agent_execution.node_path, agent_execution.steps_completed, agent_execution.total_steps, agent_execution.step_seq, agent_execution.waiting_for, agent_execution.waiting_until, agent_execution.waiting_data, agent_execution.wait_seq, agent_execution.event_data, agent_execution.result_type, agent_execution.result_summary, agent_execution.result, agent_execution.error_code, agent_execution.error_message, agent_execution.failed_node_id, agent_execution.cancelled_by, agent_execution.cancel_reason, agent_execution.correlation_id, agent_execution.idempotency_key, agent_execution.callback_url, agent_execution.priority, agent_execution.created_at, agent_execution.started_at, agent_execution.updated_at, agent_execution.completed_at, agent_execution.node_attempt, agent_execution.error_details, agent_execution.lock_inherited_from, agent_execution.queued_at, agent_execution.admit_first, agent_execution.step_recoveries, agent_execution.callback_events
+RETURNING agent_execution.id, agent_execution.tenant_id, agent_execution.execution_id, agent_execution.workflow_id, agent_execution.version, agent_execution.status, agent_execution.lane, agent_execution.session_key, agent_execution.thread_id, agent_execution.parent_execution_id, agent_execution.can_inherit_lock, agent_execution.restarted_from, agent_execution.current_node_id, agent_execution.current_step_started_at, agent_execution.input, agent_execution.context, agent_execution.variables, agent_execution.conversation_history, agent_execution.node_path, agent_execution.steps_completed, agent_execution.total_steps, agent_execution.step_seq, agent_execution.waiting_for, agent_execution.waiting_until, agent_execution.waiting_data, agent_execution.wait_seq, agent_execution.event_data, agent_execution.result_type, agent_execution.result_summary, agent_execution.result, agent_execution.error_code, agent_execution.error_message, agent_execution.failed_node_id, agent_execution.cancelled_by, agent_execution.cancel_reason, agent_execution.correlation_id, agent_execution.idempotency_key, agent_execution.callback_url, agent_execution.priority, agent_execution.created_at, agent_execution.started_at, agent_execution.updated_at, agent_execution.completed_at, agent_execution.node_attempt, agent_execution.error_details, agent_execution.lock_inherited_from, agent_execution.queued_at, agent_execution.admit_first, agent_execution.step_recoveries, agent_execution.callback_events, agent_execution.wait_timeout_job_id
 `
 
 type ExecutionFinishStepParams struct {
@@ -471,12 +495,13 @@ func (q *Queries) ExecutionFinishStep(ctx context.Context, db DBTX, arg *Executi
 		&i.AdmitFirst,
 		&i.StepRecoveries,
 		&i.CallbackEvents,
+		&i.WaitTimeoutJobID,
 	)
 	return &i, err
 }
 
 const executionGetByExecutionID = `-- name: ExecutionGetByExecutionID :one
-SELECT id, tenant_id, execution_id, workflow_id, version, status, lane, session_key, thread_id, parent_execution_id, can_inherit_lock, restarted_from, current_node_id, current_step_started_at, input, context, variables, conversation_history, node_path, steps_completed, total_steps, step_seq, waiting_for, waiting_until, waiting_data, wait_seq, event_data, result_type, result_summary, result, error_code, error_message, failed_node_id, cancelled_by, cancel_reason, correlation_id, idempotency_key, callback_url, priority, created_at, started_at, updated_at, completed_at, node_attempt, error_details, lock_inherited_from, queued_at, admit_first, step_recoveries, callback_events FROM agent_execution WHERE tenant_id = $1::text AND execution_id = $2::text
+SELECT id, tenant_id, execution_id, workflow_id, version, status, lane, session_key, thread_id, parent_execution_id, can_inherit_lock, restarted_from, current_node_id, current_step_started_at, input, context, variables, conversation_history, node_path, steps_completed, total_steps, step_seq, waiting_for, waiting_until, waiting_data, wait_seq, event_data, result_type, result_summary, result, error_code, error_message, failed_node_id, cancelled_by, cancel_reason, correlation_id, idempotency_key, callback_url, priority, created_at, started_at, updated_at, completed_at, node_attempt, error_details, lock_inherited_from, queued_at, admit_first, step_recoveries, callback_events, wait_timeout_job_id FROM agent_execution WHERE tenant_id = $1::text AND execution_id = $2::text
 `
 
 type ExecutionGetByExecutionIDParams struct {
@@ -538,12 +563,13 @@ func (q *Queries) ExecutionGetByExecutionID(ctx context.Context, db DBTX, arg *E
 		&i.AdmitFirst,
 		&i.StepRecoveries,
 		&i.CallbackEvents,
+		&i.WaitTimeoutJobID,
 	)
 	return &i, err
 }
 
 const executionGetByID = `-- name: ExecutionGetByID :one
-SELECT id, tenant_id, execution_id, workflow_id, version, status, lane, session_key, thread_id, parent_execution_id, can_inherit_lock, restarted_from, current_node_id, current_step_started_at, input, context, variables, conversation_history, node_path, steps_completed, total_steps, step_seq, waiting_for, waiting_until, waiting_data, wait_seq, event_data, result_type, result_summary, result, error_code, error_message, failed_node_id, cancelled_by, cancel_reason, correlation_id, idempotency_key, callback_url, priority, created_at, started_at, updated_at, completed_at, node_attempt, error_details, lock_inherited_from, queued_at, admit_first, step_recoveries, callback_events FROM agent_execution WHERE id = $1::bigint
+SELECT id, tenant_id, execution_id, workflow_id, version, status, lane, session_key, thread_id, parent_execution_id, can_inherit_lock, restarted_from, current_node_id, current_step_started_at, input, context, variables, conversation_history, node_path, steps_completed, total_steps, step_seq, waiting_for, waiting_until, waiting_data, wait_seq, event_data, result_type, result_summary, result, error_code, error_message, failed_node_id, cancelled_by, cancel_reason, correlation_id, idempotency_key, callback_url, priority, created_at, started_at, updated_at, completed_at, node_attempt, error_details, lock_inherited_from, queued_at, admit_first, step_recoveries, callback_events, wait_timeout_job_id FROM agent_execution WHERE id = $1::bigint
 `
 
 func (q *Queries) ExecutionGetByID(ctx context.Context, db DBTX, id int64) (*AgentExecution, error) {
@@ -600,6 +626,7 @@ func (q *Queries) ExecutionGetByID(ctx context.Context, db DBTX, id int64) (*Age
 		&i.AdmitFirst,
 		&i.StepRecoveries,
 		&i.CallbackEvents,
+		&i.WaitTimeoutJobID,
 	)
 	return &i, err
 }
@@ -636,7 +663,7 @@ VALUES (
     $15, $16, $17::text[],
     $18, $19, $20, $21
 )
-RETURNING id, tenant_id, execution_id, workflow_id, version, status, lane, session_key, thread_id, parent_execution_id, can_inherit_lock, restarted_from, current_node_id, current_step_started_at, input, context, variables, conversation_history, node_path, steps_completed, total_steps, step_seq, waiting_for, waiting_until, waiting_data, wait_seq, event_data, result_type, result_summary, result, error_code, error_message, failed_node_id, cancelled_by, cancel_reason, correlation_id, idempotency_key, callback_url, priority, created_at, started_at, updated_at, completed_at, node_attempt, error_details, lock_inherited_from, queued_at, admit_first, step_recoveries, callback_events
+RETURNING id, tenant_id, execution_id, workflow_id, version, status, lane, session_key, thread_id, parent_execution_id, can_inherit_lock, restarted_from, current_node_id, current_step_started_at, input, context, variables, conversation_history, node_path, steps_completed, total_steps, step_seq, waiting_for, waiting_until, waiting_data, wait_seq, event_data, result_type, result_summary, result, error_code, error_message, failed_node_id, cancelled_by, cancel_reason, correlation_id, idempotency_key, callback_url, priority, created_at, started_at, updated_at, completed_at, node_attempt, error_details, lock_inherited_from, queued_at, admit_first, step_recoveries, callback_events, wait_timeout_job_id
 `
 
 type ExecutionInsertParams struct {
@@ -740,6 +767,7 @@ func (q *Queries) ExecutionInsert(ctx context.Context, db DBTX, arg *ExecutionIn
 		&i.AdmitFirst,
 		&i.StepRecoveries,
 		&i.CallbackEvents,
+		&i.WaitTimeoutJobID,
 	)
 	return &i, err
 }
@@ -966,7 +994,7 @@ func (q *Queries) ExecutionLockFamily(ctx context.Context, db DBTX, id int64) ([
 }
 
 const executionLockForStep = `-- name: ExecutionLockForStep :one
-SELECT id, tenant_id, execution_id, workflow_id, version, status, lane, session_key, thread_id, parent_execution_id, can_inherit_lock, restarted_from, current_node_id, current_step_started_at, input, context, variables, conversation_history, node_path, steps_completed, total_steps, step_seq, waiting_for, waiting_until, waiting_data, wait_seq, event_data, result_type, result_summary, result, error_code, error_message, failed_node_id, cancelled_by, cancel_reason, correlation_id, idempotency_key, callback_url, priority, created_at, started_at, updated_at, completed_at, node_attempt, error_details, lock_inherited_from, queued_at, admit_first, step_recoveries, callback_events
+SELECT id, tenant_id, execution_id, workflow_id, version, status, lane, session_key, thread_id, parent_execution_id, can_inherit_lock, restarted_from, current_node_id, current_step_started_at, input, context, variables, conversation_history, node_path, steps_completed, total_steps, step_seq, waiting_for, waiting_until, waiting_data, wait_seq, event_data, result_type, result_summary, result, error_code, error_message, failed_node_id, cancelled_by, cancel_reason, correlation_id, idempotency_key, callback_url, priority, created_at, started_at, updated_at, completed_at, node_attempt, error_details, lock_inherited_from, queued_at, admit_first, step_recoveries, callback_events, wait_timeout_job_id
 FROM agent_execution
 WHERE id = $1::bigint
   AND status = 'running'
@@ -1035,6 +1063,7 @@ func (q *Queries) ExecutionLockForStep(ctx context.Context, db DBTX, arg *Execut
 		&i.AdmitFirst,
 		&i.StepRecoveries,
 		&i.CallbackEvents,
+		&i.WaitTimeoutJobID,
 	)
 	return &i, err
 }
@@ -1047,7 +1076,7 @@ SET step_recoveries = step_recoveries + 1,
 WHERE id = $1::bigint
   AND status = 'running'
   AND step_seq = $2::bigint
-RETURNING id, tenant_id, execution_id, workflow_id, version, status, lane, session_key, thread_id, parent_execution_id, can_inherit_lock, restarted_from, current_node_id, current_step_started_at, input, context, variables, conversation_history, node_path, steps_completed, total_steps, step_seq, waiting_for, waiting_until, waiting_data, wait_seq, event_data, result_type, result_summary, result, error_code, error_message, failed_node_id, cancelled_by, cancel_reason, correlation_id, idempotency_key, callback_url, priority, created_at, started_at, updated_at, completed_at, node_attempt, error_details, lock_inherited_from, queued_at, admit_first, step_recoveries, callback_events
+RETURNING id, tenant_id, execution_id, workflow_id, version, status, lane, session_key, thread_id, parent_execution_id, can_inherit_lock, restarted_from, current_node_id, current_step_started_at, input, context, variables, conversation_history, node_path, steps_completed, total_steps, step_seq, waiting_for, waiting_until, waiting_data, wait_seq, event_data, result_type, result_summary, result, error_code, error_message, failed_node_id, cancelled_by, cancel_reason, correlation_id, idempotency_key, callback_url, priority, created_at, started_at, updated_at, completed_at, node_attempt, error_details, lock_inherited_from, queued_at, admit_first, step_recoveries, callback_events, wait_timeout_job_id
 `
 
 type ExecutionMarkRecoveredParams struct {
@@ -1112,6 +1141,7 @@ func (q *Queries) ExecutionMarkRecovered(ctx context.Context, db DBTX, arg *Exec
 		&i.AdmitFirst,
 		&i.StepRecoveries,
 		&i.CallbackEvents,
+		&i.WaitTimeoutJobID,
 	)
 	return &i, err
 }
@@ -1241,7 +1271,7 @@ SET status = 'running',
 FROM (SELECT clock_timestamp() AS at) clock
 WHERE id = $1::bigint
   AND status = 'pending'
-RETURNING agent_execution.id, agent_execution.tenant_id, agent_execution.execution_id, agent_execution.workflow_id, agent_execution.version, agent_execution.status, agent_execution.lane, agent_execution.session_key, agent_execution.thread_id, agent_execution.parent_execution_id, agent_execution.can_inherit_lock, agent_execution.restarted_from, agent_execution.current_node_id, agent_execution.current_step_started_at, agent_execution.input, agent_execution.context, agent_execution.variables, agent_execution.conversation_history, agent_execution.node_path, agent_execution.steps_completed, agent_execution.total_steps, agent_execution.step_seq, agent_execution.waiting_for, agent_execution.waiting_until, agent_execution.waiting_data, agent_execution.wait_seq, agent_execution.event_data, agent_execution.result_type, agent_execution.result_summary, agent_execution.result, agent_execution.error_code, agent_execution.error_message, agent_execution.failed_node_id, agent_execution.cancelled_by, agent_execution.cancel_reason, agent_execution.correlation_id, agent_execution.idempotency_key, agent_execution.callback_url, agent_execution.priority, agent_execution.created_at, agent_execution.started_at, agent_execution.updated_at, agent_execution.completed_at, agent_execution.node_attempt, agent_execution.error_details, agent_execution.lock_inherited_from, agent_execution.queued_at, agent_execution.admit_first, agent_execution.step_recoveries, agent_execution.callback_events
+RETURNING agent_execution.id, agent_execution.tenant_id, agent_execution.execution_id, agent_execution.workflow_id, agent_execution.version, agent_execution.status, agent_execution.lane, agent_execution.session_key, agent_execution.thread_id, agent_execution.parent_execution_id, agent_execution.can_inherit_lock, agent_execution.restarted_from, agent_execution.current_node_id, agent_execution.current_step_started_at, agent_execution.input, agent_execution.context, agent_execution.variables, agent_execution.conversation_history, agent_execution.node_path, agent_execution.steps_completed, agent_execution.total_steps, agent_execution.step_seq, agent_execution.waiting_for, agent_execution.waiting_until, agent_execution.waiting_data, agent_execution.wait_seq, agent_execution.event_data, agent_execution.result_type, agent_execution.result_summary, agent_execution.result, agent_execution.error_code, agent_execution.error_message, agent_execution.failed_node_id, agent_execution.cancelled_by, agent_execution.cancel_reason, agent_execution.correlation_id, agent_execution.idempotency_key, agent_execution.callback_url, agent_execution.priority, agent_execution.created_at, agent_execution.started_at, agent_execution.updated_at, agent_execution.completed_at, agent_execution.node_attempt, agent_execution.error_details, agent_execution.lock_inherited_from, agent_execution.queued_at, agent_execution.admit_first, agent_execution.step_recoveries, agent_execution.callback_events, agent_execution.wait_timeout_job_id
 `
 
 func (q *Queries) ExecutionStart(ctx context.Context, db DBTX, id int64) (*AgentExecution, error) {
@@ -1298,6 +1328,7 @@ func (q *Queries) ExecutionStart(ctx context.Context, db DBTX, id int64) (*Agent
 		&i.AdmitFirst,
 		&i.StepRecoveries,
 		&i.CallbackEvents,
+		&i.WaitTimeoutJobID,
 	)
 	return &i, err
 }
@@ -1310,7 +1341,7 @@ WHERE id = $1::bigint
   AND status = 'running'
   AND step_seq = $2::bigint
   AND node_attempt = $3::integer
-RETURNING id, tenant_id, execution_id, workflow_id, version, status, lane, session_key, thread_id, parent_execution_id, can_inherit_lock, restarted_from, current_node_id, current_step_started_at, input, context, variables, conversation_history, node_path, steps_completed, total_steps, step_seq, waiting_for, waiting_until, waiting_data, wait_seq, event_data, result_type, result_summary, result, error_code, error_message, failed_node_id, cancelled_by, cancel_reason, correlation_id, idempotency_key, callback_url, priority, created_at, started_at, updated_at, completed_at, node_attempt, error_details, lock_inherited_from, queued_at, admit_first, step_recoveries, callback_events
+RETURNING id, tenant_id, execution_id, workflow_id, version, status, lane, session_key, thread_id, parent_execution_id, can_inherit_lock, restarted_from, current_node_id, current_step_started_at, input, context, variables, conversation_history, node_path, steps_completed, total_steps, step_seq, waiting_for, waiting_until, waiting_data, wait_seq, event_data, result_type, result_summary, result, error_code, error_message, failed_node_id, cancelled_by, cancel_reason, correlation_id, idempotency_key, callback_url, priority, created_at, started_at, updated_at, completed_at, node_attempt, error_details, lock_inherited_from, queued_at, admit_first, step_recoveries, callback_events, wait_timeout_job_id
 `
 
 type ExecutionToolRetryParams struct {
@@ -1377,12 +1408,13 @@ func (q *Queries) ExecutionToolRetry(ctx context.Context, db DBTX, arg *Executio
 		&i.AdmitFirst,
 		&i.StepRecoveries,
 		&i.CallbackEvents,
+		&i.WaitTimeoutJobID,
 	)
 	return &i, err
 }
 
 const executionViewByExecutionID = `-- name: ExecutionViewByExecutionID :one
-SELECT e.id, e.tenant_id, e.execution_id, e.workflow_id, e.version, e.status, e.lane, e.session_key, e.thread_id, e.parent_execution_id, e.can_inherit_lock, e.restarted_from, e.current_node_id, e.current_step_started_at, e.input, e.context, e.variables, e.conversation_history, e.node_path, e.steps_completed, e.total_steps, e.step_seq, e.waiting_for, e.waiting_until, e.waiting_data, e.wait_seq, e.event_data, e.result_type, e.result_summary, e.result, e.error_code, e.error_message, e.failed_node_id, e.cancelled_by, e.cancel_reason, e.correlation_id, e.idempotency_key, e.callback_url, e.priority, e.created_at, e.started_at, e.updated_at, e.completed_at, e.node_attempt, e.error_details, e.lock_inherited_from, e.queued_at, e.admit_first, e.step_recoveries, e.callback_events, t.thread_id AS thread_key, p.execution_id AS parent_key, r.execution_id AS restarted_from_key
+SELECT e.id, e.tenant_id, e.execution_id, e.workflow_id, e.version, e.status, e.lane, e.session_key, e.thread_id, e.parent_execution_id, e.can_inherit_lock, e.restarted_from, e.current_node_id, e.current_step_started_at, e.input, e.context, e.variables, e.conversation_history, e.node_path, e.steps_completed, e.total_steps, e.step_seq, e.waiting_for, e.waiting_until, e.waiting_data, e.wait_seq, e.event_data, e.result_type, e.result_summary, e.result, e.error_code, e.error_message, e.failed_node_id, e.cancelled_by, e.cancel_reason, e.correlation_id, e.idempotency_key, e.callback_url, e.priority, e.created_at, e.started_at, e.updated_at, e.completed_at, e.node_attempt, e.error_details, e.lock_inherited_from, e.queued_at, e.admit_first, e.step_recoveries, e.callback_events, e.wait_timeout_job_id, t.thread_id AS thread_key, p.execution_id AS parent_key, r.execution_id AS restarted_from_key
 FROM agent_execution e
 JOIN thread t ON t.id = e.thread_id
 LEFT JOIN agent_execution p ON p.id = e.parent_execution_id
@@ -1456,6 +1488,7 @@ func (q *Queries) ExecutionViewByExecutionID(ctx context.Context, db DBTX, arg *
 		&i.AgentExecution.AdmitFirst,
 		&i.AgentExecution.StepRecoveries,
 		&i.AgentExecution.CallbackEvents,
+		&i.AgentExecution.WaitTimeoutJobID,
 		&i.ThreadKey,
 		&i.ParentKey,
 		&i.RestartedFromKey,
@@ -1464,7 +1497,7 @@ func (q *Queries) ExecutionViewByExecutionID(ctx context.Context, db DBTX, arg *
 }
 
 const executionViewList = `-- name: ExecutionViewList :many
-SELECT e.id, e.tenant_id, e.execution_id, e.workflow_id, e.version, e.status, e.lane, e.session_key, e.thread_id, e.parent_execution_id, e.can_inherit_lock, e.restarted_from, e.current_node_id, e.current_step_started_at, e.input, e.context, e.variables, e.conversation_history, e.node_path, e.steps_completed, e.total_steps, e.step_seq, e.waiting_for, e.waiting_until, e.waiting_data, e.wait_seq, e.event_data, e.result_type, e.result_summary, e.result, e.error_code, e.error_message, e.failed_node_id, e.cancelled_by, e.cancel_reason, e.correlation_id, e.idempotency_key, e.callback_url, e.priority, e.created_at, e.started_at, e.updated_at, e.completed_at, e.node_attempt, e.error_details, e.lock_inherited_from, e.queued_at, e.admit_first, e.step_recoveries, e.callback_events, t.thread_id AS thread_key, p.execution_id AS parent_key, r.execution_id AS restarted_from_key
+SELECT e.id, e.tenant_id, e.execution_id, e.workflow_id, e.version, e.status, e.lane, e.session_key, e.thread_id, e.parent_execution_id, e.can_inherit_lock, e.restarted_from, e.current_node_id, e.current_step_started_at, e.input, e.context, e.variables, e.conversation_history, e.node_path, e.steps_completed, e.total_steps, e.step_seq, e.waiting_for, e.waiting_until, e.waiting_data, e.wait_seq, e.event_data, e.result_type, e.result_summary, e.result, e.error_code, e.error_message, e.failed_node_id, e.cancelled_by, e.cancel_reason, e.correlation_id, e.idempotency_key, e.callback_url, e.priority, e.created_at, e.started_at, e.updated_at, e.completed_at, e.node_attempt, e.error_details, e.lock_inherited_from, e.queued_at, e.admit_first, e.step_recoveries, e.callback_events, e.wait_timeout_job_id, t.thread_id AS thread_key, p.execution_id AS parent_key, r.execution_id AS restarted_from_key
 FROM agent_execution e
 JOIN thread t ON t.id = e.thread_id
 LEFT JOIN agent_execution p ON p.id = e.parent_execution_id
@@ -1566,6 +1599,7 @@ func (q *Queries) ExecutionViewList(ctx context.Context, db DBTX, arg *Execution
 			&i.AgentExecution.AdmitFirst,
 			&i.AgentExecution.StepRecoveries,
 			&i.AgentExecution.CallbackEvents,
+			&i.AgentExecution.WaitTimeoutJobID,
 			&i.ThreadKey,
 			&i.ParentKey,
 			&i.RestartedFromKey,

@@ -437,7 +437,7 @@ func (q *Queries) InboundUpdateSummary(ctx context.Context, db DBTX, arg *Inboun
 }
 
 const sessionActiveRun = `-- name: SessionActiveRun :one
-SELECT id, tenant_id, execution_id, workflow_id, version, status, lane, session_key, thread_id, parent_execution_id, can_inherit_lock, restarted_from, current_node_id, current_step_started_at, input, context, variables, conversation_history, node_path, steps_completed, total_steps, step_seq, waiting_for, waiting_until, waiting_data, wait_seq, event_data, result_type, result_summary, result, error_code, error_message, failed_node_id, cancelled_by, cancel_reason, correlation_id, idempotency_key, callback_url, priority, created_at, started_at, updated_at, completed_at, node_attempt, error_details, lock_inherited_from, queued_at, admit_first, step_recoveries, callback_events FROM agent_execution
+SELECT id, tenant_id, execution_id, workflow_id, version, status, lane, session_key, thread_id, parent_execution_id, can_inherit_lock, restarted_from, current_node_id, current_step_started_at, input, context, variables, conversation_history, node_path, steps_completed, total_steps, step_seq, waiting_for, waiting_until, waiting_data, wait_seq, event_data, result_type, result_summary, result, error_code, error_message, failed_node_id, cancelled_by, cancel_reason, correlation_id, idempotency_key, callback_url, priority, created_at, started_at, updated_at, completed_at, node_attempt, error_details, lock_inherited_from, queued_at, admit_first, step_recoveries, callback_events, wait_timeout_job_id FROM agent_execution
 WHERE tenant_id = $1::text AND session_key = $2::text AND status IN ('pending', 'running')
 ORDER BY id LIMIT 1
 `
@@ -502,6 +502,7 @@ func (q *Queries) SessionActiveRun(ctx context.Context, db DBTX, arg *SessionAct
 		&i.AdmitFirst,
 		&i.StepRecoveries,
 		&i.CallbackEvents,
+		&i.WaitTimeoutJobID,
 	)
 	return &i, err
 }

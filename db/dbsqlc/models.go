@@ -211,6 +211,7 @@ type AgentExecution struct {
 	AdmitFirst           bool
 	StepRecoveries       int32
 	CallbackEvents       []string
+	WaitTimeoutJobID     *int64
 }
 
 type BatonProcess struct {

@@ -12,6 +12,14 @@ import (
 )
 
 const executionEndWait = `-- name: ExecutionEndWait :one
+WITH timer AS (
+    -- The wait's timeout job goes with the wait, unless a worker has taken
+    -- it: that one finds the wait over and does nothing.
+    DELETE FROM river_job j
+    WHERE j.id = (SELECT w.wait_timeout_job_id FROM agent_execution w
+                  WHERE w.id = $8::bigint AND w.status = 'waiting' AND w.wait_seq = $9::integer)
+      AND j.state IN ('available', 'retryable', 'scheduled')
+)
 UPDATE agent_execution
 SET status = $1::execution_status,
     variables = $2::jsonb,
@@ -23,6 +31,7 @@ SET status = $1::execution_status,
     waiting_for = NULL,
     waiting_until = NULL,
     waiting_data = NULL,
+    wait_timeout_job_id = NULL,
     step_seq = step_seq + 1,
     completed_at = clock.at,
     updated_at = clock.at
@@ -30,7 +39,7 @@ FROM (SELECT clock_timestamp() AS at) clock
 WHERE id = $8::bigint
   AND status = 'waiting'
   AND wait_seq = $9::integer
-RETURNING agent_execution.id, agent_execution.tenant_id, agent_execution.execution_id, agent_execution.workflow_id, agent_execution.version, agent_execution.status, agent_execution.lane, agent_execution.session_key, agent_execution.thread_id, agent_execution.parent_execution_id, agent_execution.can_inherit_lock, agent_execution.restarted_from, agent_execution.current_node_id, agent_execution.current_step_started_at, agent_execution.input, agent_execution.context, agent_execution.variables, agent_execution.conversation_history, agent_execution.node_path, agent_execution.steps_completed, agent_execution.total_steps, agent_execution.step_seq, agent_execution.waiting_for, agent_execution.waiting_until, agent_execution.waiting_data, agent_execution.wait_seq, agent_execution.event_data, agent_execution.result_type, agent_execution.result_summary, agent_execution.result, agent_execution.error_code, agent_execution.error_message, agent_execution.failed_node_id, agent_execution.cancelled_by, agent_execution.cancel_reason, agent_execution.correlation_id, agent_execution.idempotency_key, agent_execution.callback_url, agent_execution.priority, agent_execution.created_at, agent_execution.started_at, agent_execution.updated_at, agent_execution.completed_at, agent_execution.node_attempt, agent_execution.error_details, agent_execution.lock_inherited_from, agent_execution.queued_at, agent_execution.admit_first, agent_execution.step_recoveries, agent_execution.callback_events
+RETURNING agent_execution.id, agent_execution.tenant_id, agent_execution.execution_id, agent_execution.workflow_id, agent_execution.version, agent_execution.status, agent_execution.lane, agent_execution.session_key, agent_execution.thread_id, agent_execution.parent_execution_id, agent_execution.can_inherit_lock, agent_execution.restarted_from, agent_execution.current_node_id, agent_execution.current_step_started_at, agent_execution.input, agent_execution.context, agent_execution.variables, agent_execution.conversation_history, agent_execution.node_path, agent_execution.steps_completed, agent_execution.total_steps, agent_execution.step_seq, agent_execution.waiting_for, agent_execution.waiting_until, agent_execution.waiting_data, agent_execution.wait_seq, agent_execution.event_data, agent_execution.result_type, agent_execution.result_summary, agent_execution.result, agent_execution.error_code, agent_execution.error_message, agent_execution.failed_node_id, agent_execution.cancelled_by, agent_execution.cancel_reason, agent_execution.correlation_id, agent_execution.idempotency_key, agent_execution.callback_url, agent_execution.priority, agent_execution.created_at, agent_execution.started_at, agent_execution.updated_at, agent_execution.completed_at, agent_execution.node_attempt, agent_execution.error_details, agent_execution.lock_inherited_from, agent_execution.queued_at, agent_execution.admit_first, agent_execution.step_recoveries, agent_execution.callback_events, agent_execution.wait_timeout_job_id
 `
 
 type ExecutionEndWaitParams struct {
@@ -46,6 +55,8 @@ type ExecutionEndWaitParams struct {
 }
 
 // Ends a waiting execution (timeout): the wait_seq must still be current.
+// The wait's timeout job is the one running this; were it not, it would be
+// deleted.
 func (q *Queries) ExecutionEndWait(ctx context.Context, db DBTX, arg *ExecutionEndWaitParams) (*AgentExecution, error) {
 	row := db.QueryRow(ctx, executionEndWait,
 		arg.Status,
@@ -110,6 +121,7 @@ func (q *Queries) ExecutionEndWait(ctx context.Context, db DBTX, arg *ExecutionE
 		&i.AdmitFirst,
 		&i.StepRecoveries,
 		&i.CallbackEvents,
+		&i.WaitTimeoutJobID,
 	)
 	return &i, err
 }
@@ -126,29 +138,32 @@ SET status = 'waiting',
     waiting_for = $6::text,
     waiting_until = $7::timestamptz,
     waiting_data = $8::jsonb,
+    wait_timeout_job_id = $9::bigint,
     wait_seq = wait_seq + 1,
     step_seq = step_seq + 1,
     updated_at = clock_timestamp()
-WHERE id = $9::bigint
+WHERE id = $10::bigint
   AND status = 'running'
-  AND step_seq = $10::bigint
-RETURNING id, tenant_id, execution_id, workflow_id, version, status, lane, session_key, thread_id, parent_execution_id, can_inherit_lock, restarted_from, current_node_id, current_step_started_at, input, context, variables, conversation_history, node_path, steps_completed, total_steps, step_seq, waiting_for, waiting_until, waiting_data, wait_seq, event_data, result_type, result_summary, result, error_code, error_message, failed_node_id, cancelled_by, cancel_reason, correlation_id, idempotency_key, callback_url, priority, created_at, started_at, updated_at, completed_at, node_attempt, error_details, lock_inherited_from, queued_at, admit_first, step_recoveries, callback_events
+  AND step_seq = $11::bigint
+RETURNING id, tenant_id, execution_id, workflow_id, version, status, lane, session_key, thread_id, parent_execution_id, can_inherit_lock, restarted_from, current_node_id, current_step_started_at, input, context, variables, conversation_history, node_path, steps_completed, total_steps, step_seq, waiting_for, waiting_until, waiting_data, wait_seq, event_data, result_type, result_summary, result, error_code, error_message, failed_node_id, cancelled_by, cancel_reason, correlation_id, idempotency_key, callback_url, priority, created_at, started_at, updated_at, completed_at, node_attempt, error_details, lock_inherited_from, queued_at, admit_first, step_recoveries, callback_events, wait_timeout_job_id
 `
 
 type ExecutionEnterWaitParams struct {
-	CurrentNodeID  string
-	Variables      json.RawMessage
-	NodePath       []string
-	StepsCompleted int32
-	TotalSteps     int32
-	WaitingFor     string
-	WaitingUntil   time.Time
-	WaitingData    json.RawMessage
-	ID             int64
-	StepSeq        int64
+	CurrentNodeID    string
+	Variables        json.RawMessage
+	NodePath         []string
+	StepsCompleted   int32
+	TotalSteps       int32
+	WaitingFor       string
+	WaitingUntil     time.Time
+	WaitingData      json.RawMessage
+	WaitTimeoutJobID int64
+	ID               int64
+	StepSeq          int64
 }
 
-// running → waiting, from the step that reached a wait node.
+// running → waiting, from the step that reached a wait node, naming the
+// wait's timeout job (enqueued just before, for wait_seq + 1).
 func (q *Queries) ExecutionEnterWait(ctx context.Context, db DBTX, arg *ExecutionEnterWaitParams) (*AgentExecution, error) {
 	row := db.QueryRow(ctx, executionEnterWait,
 		arg.CurrentNodeID,
@@ -159,6 +174,7 @@ func (q *Queries) ExecutionEnterWait(ctx context.Context, db DBTX, arg *Executio
 		arg.WaitingFor,
 		arg.WaitingUntil,
 		arg.WaitingData,
+		arg.WaitTimeoutJobID,
 		arg.ID,
 		arg.StepSeq,
 	)
@@ -214,12 +230,13 @@ func (q *Queries) ExecutionEnterWait(ctx context.Context, db DBTX, arg *Executio
 		&i.AdmitFirst,
 		&i.StepRecoveries,
 		&i.CallbackEvents,
+		&i.WaitTimeoutJobID,
 	)
 	return &i, err
 }
 
 const executionLockByExecutionID = `-- name: ExecutionLockByExecutionID :one
-SELECT id, tenant_id, execution_id, workflow_id, version, status, lane, session_key, thread_id, parent_execution_id, can_inherit_lock, restarted_from, current_node_id, current_step_started_at, input, context, variables, conversation_history, node_path, steps_completed, total_steps, step_seq, waiting_for, waiting_until, waiting_data, wait_seq, event_data, result_type, result_summary, result, error_code, error_message, failed_node_id, cancelled_by, cancel_reason, correlation_id, idempotency_key, callback_url, priority, created_at, started_at, updated_at, completed_at, node_attempt, error_details, lock_inherited_from, queued_at, admit_first, step_recoveries, callback_events
+SELECT id, tenant_id, execution_id, workflow_id, version, status, lane, session_key, thread_id, parent_execution_id, can_inherit_lock, restarted_from, current_node_id, current_step_started_at, input, context, variables, conversation_history, node_path, steps_completed, total_steps, step_seq, waiting_for, waiting_until, waiting_data, wait_seq, event_data, result_type, result_summary, result, error_code, error_message, failed_node_id, cancelled_by, cancel_reason, correlation_id, idempotency_key, callback_url, priority, created_at, started_at, updated_at, completed_at, node_attempt, error_details, lock_inherited_from, queued_at, admit_first, step_recoveries, callback_events, wait_timeout_job_id
 FROM agent_execution
 WHERE tenant_id = $1::text
   AND execution_id = $2::text
@@ -285,12 +302,13 @@ func (q *Queries) ExecutionLockByExecutionID(ctx context.Context, db DBTX, arg *
 		&i.AdmitFirst,
 		&i.StepRecoveries,
 		&i.CallbackEvents,
+		&i.WaitTimeoutJobID,
 	)
 	return &i, err
 }
 
 const executionLockWaiting = `-- name: ExecutionLockWaiting :one
-SELECT id, tenant_id, execution_id, workflow_id, version, status, lane, session_key, thread_id, parent_execution_id, can_inherit_lock, restarted_from, current_node_id, current_step_started_at, input, context, variables, conversation_history, node_path, steps_completed, total_steps, step_seq, waiting_for, waiting_until, waiting_data, wait_seq, event_data, result_type, result_summary, result, error_code, error_message, failed_node_id, cancelled_by, cancel_reason, correlation_id, idempotency_key, callback_url, priority, created_at, started_at, updated_at, completed_at, node_attempt, error_details, lock_inherited_from, queued_at, admit_first, step_recoveries, callback_events
+SELECT id, tenant_id, execution_id, workflow_id, version, status, lane, session_key, thread_id, parent_execution_id, can_inherit_lock, restarted_from, current_node_id, current_step_started_at, input, context, variables, conversation_history, node_path, steps_completed, total_steps, step_seq, waiting_for, waiting_until, waiting_data, wait_seq, event_data, result_type, result_summary, result, error_code, error_message, failed_node_id, cancelled_by, cancel_reason, correlation_id, idempotency_key, callback_url, priority, created_at, started_at, updated_at, completed_at, node_attempt, error_details, lock_inherited_from, queued_at, admit_first, step_recoveries, callback_events, wait_timeout_job_id
 FROM agent_execution
 WHERE id = $1::bigint
   AND status = 'waiting'
@@ -359,12 +377,13 @@ func (q *Queries) ExecutionLockWaiting(ctx context.Context, db DBTX, arg *Execut
 		&i.AdmitFirst,
 		&i.StepRecoveries,
 		&i.CallbackEvents,
+		&i.WaitTimeoutJobID,
 	)
 	return &i, err
 }
 
 const executionLockWaitingMatches = `-- name: ExecutionLockWaitingMatches :many
-SELECT e.id, e.tenant_id, e.execution_id, e.workflow_id, e.version, e.status, e.lane, e.session_key, e.thread_id, e.parent_execution_id, e.can_inherit_lock, e.restarted_from, e.current_node_id, e.current_step_started_at, e.input, e.context, e.variables, e.conversation_history, e.node_path, e.steps_completed, e.total_steps, e.step_seq, e.waiting_for, e.waiting_until, e.waiting_data, e.wait_seq, e.event_data, e.result_type, e.result_summary, e.result, e.error_code, e.error_message, e.failed_node_id, e.cancelled_by, e.cancel_reason, e.correlation_id, e.idempotency_key, e.callback_url, e.priority, e.created_at, e.started_at, e.updated_at, e.completed_at, e.node_attempt, e.error_details, e.lock_inherited_from, e.queued_at, e.admit_first, e.step_recoveries, e.callback_events, (t.active_execution_id IS NOT DISTINCT FROM e.id)::boolean AS holds_lock
+SELECT e.id, e.tenant_id, e.execution_id, e.workflow_id, e.version, e.status, e.lane, e.session_key, e.thread_id, e.parent_execution_id, e.can_inherit_lock, e.restarted_from, e.current_node_id, e.current_step_started_at, e.input, e.context, e.variables, e.conversation_history, e.node_path, e.steps_completed, e.total_steps, e.step_seq, e.waiting_for, e.waiting_until, e.waiting_data, e.wait_seq, e.event_data, e.result_type, e.result_summary, e.result, e.error_code, e.error_message, e.failed_node_id, e.cancelled_by, e.cancel_reason, e.correlation_id, e.idempotency_key, e.callback_url, e.priority, e.created_at, e.started_at, e.updated_at, e.completed_at, e.node_attempt, e.error_details, e.lock_inherited_from, e.queued_at, e.admit_first, e.step_recoveries, e.callback_events, e.wait_timeout_job_id, (t.active_execution_id IS NOT DISTINCT FROM e.id)::boolean AS holds_lock
 FROM agent_execution e
 JOIN thread t ON t.id = e.thread_id
 WHERE e.tenant_id = $1::text
@@ -458,6 +477,7 @@ func (q *Queries) ExecutionLockWaitingMatches(ctx context.Context, db DBTX, arg 
 			&i.AgentExecution.AdmitFirst,
 			&i.AgentExecution.StepRecoveries,
 			&i.AgentExecution.CallbackEvents,
+			&i.AgentExecution.WaitTimeoutJobID,
 			&i.HoldsLock,
 		); err != nil {
 			return nil, err
@@ -471,6 +491,14 @@ func (q *Queries) ExecutionLockWaitingMatches(ctx context.Context, db DBTX, arg 
 }
 
 const executionResume = `-- name: ExecutionResume :one
+WITH timer AS (
+    -- The wait's timeout job goes with the wait, unless a worker has taken
+    -- it: that one finds the wait over and does nothing.
+    DELETE FROM river_job j
+    WHERE j.id = (SELECT w.wait_timeout_job_id FROM agent_execution w
+                  WHERE w.id = $5::bigint AND w.status = 'waiting' AND w.wait_seq = $6::integer)
+      AND j.state IN ('available', 'retryable', 'scheduled')
+)
 UPDATE agent_execution AS e
 SET status = 'running',
     current_node_id = $1::text,
@@ -481,12 +509,13 @@ SET status = 'running',
     waiting_for = NULL,
     waiting_until = NULL,
     waiting_data = NULL,
+    wait_timeout_job_id = NULL,
     step_seq = e.step_seq + 1,
     updated_at = clock_timestamp()
 WHERE e.id = $5::bigint
   AND e.status = 'waiting'
   AND e.wait_seq = $6::integer
-RETURNING e.id, e.tenant_id, e.execution_id, e.workflow_id, e.version, e.status, e.lane, e.session_key, e.thread_id, e.parent_execution_id, e.can_inherit_lock, e.restarted_from, e.current_node_id, e.current_step_started_at, e.input, e.context, e.variables, e.conversation_history, e.node_path, e.steps_completed, e.total_steps, e.step_seq, e.waiting_for, e.waiting_until, e.waiting_data, e.wait_seq, e.event_data, e.result_type, e.result_summary, e.result, e.error_code, e.error_message, e.failed_node_id, e.cancelled_by, e.cancel_reason, e.correlation_id, e.idempotency_key, e.callback_url, e.priority, e.created_at, e.started_at, e.updated_at, e.completed_at, e.node_attempt, e.error_details, e.lock_inherited_from, e.queued_at, e.admit_first, e.step_recoveries, e.callback_events,
+RETURNING e.id, e.tenant_id, e.execution_id, e.workflow_id, e.version, e.status, e.lane, e.session_key, e.thread_id, e.parent_execution_id, e.can_inherit_lock, e.restarted_from, e.current_node_id, e.current_step_started_at, e.input, e.context, e.variables, e.conversation_history, e.node_path, e.steps_completed, e.total_steps, e.step_seq, e.waiting_for, e.waiting_until, e.waiting_data, e.wait_seq, e.event_data, e.result_type, e.result_summary, e.result, e.error_code, e.error_message, e.failed_node_id, e.cancelled_by, e.cancel_reason, e.correlation_id, e.idempotency_key, e.callback_url, e.priority, e.created_at, e.started_at, e.updated_at, e.completed_at, e.node_attempt, e.error_details, e.lock_inherited_from, e.queued_at, e.admit_first, e.step_recoveries, e.callback_events, e.wait_timeout_job_id,
     (CASE WHEN $7::integer > 0 THEN
         (SELECT count(*) FROM (SELECT 1 FROM agent_execution r
                                WHERE r.lane = e.lane AND r.status = 'running'
@@ -522,7 +551,8 @@ type ExecutionResumeRow struct {
 // is still waiting); with 0, false and nothing read. With @draw_message,
 // message_id is an id for the first message its next nodes send
 // (MessageInsertOutbound), drawn here instead of by MessageIDNext, which
-// would cost a round trip; else 0.
+// would cost a round trip; else 0. The wait's timeout job is deleted in the
+// same statement.
 func (q *Queries) ExecutionResume(ctx context.Context, db DBTX, arg *ExecutionResumeParams) (*ExecutionResumeRow, error) {
 	row := db.QueryRow(ctx, executionResume,
 		arg.CurrentNodeID,
@@ -586,6 +616,7 @@ func (q *Queries) ExecutionResume(ctx context.Context, db DBTX, arg *ExecutionRe
 		&i.AgentExecution.AdmitFirst,
 		&i.AgentExecution.StepRecoveries,
 		&i.AgentExecution.CallbackEvents,
+		&i.AgentExecution.WaitTimeoutJobID,
 		&i.Room,
 		&i.MessageID,
 	)
@@ -593,33 +624,46 @@ func (q *Queries) ExecutionResume(ctx context.Context, db DBTX, arg *ExecutionRe
 }
 
 const executionRewait = `-- name: ExecutionRewait :one
+WITH timer AS (
+    -- The wait's timeout job goes with the wait, unless a worker has taken
+    -- it: that one finds the wait over and does nothing.
+    DELETE FROM river_job j
+    WHERE j.id = (SELECT w.wait_timeout_job_id FROM agent_execution w
+                  WHERE w.id = $5::bigint AND w.status = 'waiting' AND w.wait_seq = $6::integer)
+      AND j.state IN ('available', 'retryable', 'scheduled')
+)
 UPDATE agent_execution
 SET waiting_until = $1::timestamptz,
     waiting_data = $2::jsonb,
-    variables = $3::jsonb,
+    wait_timeout_job_id = $3::bigint,
+    variables = $4::jsonb,
     wait_seq = wait_seq + 1,
     step_seq = step_seq + 1,
     updated_at = clock_timestamp()
-WHERE id = $4::bigint
+WHERE id = $5::bigint
   AND status = 'waiting'
-  AND wait_seq = $5::integer
-RETURNING id, tenant_id, execution_id, workflow_id, version, status, lane, session_key, thread_id, parent_execution_id, can_inherit_lock, restarted_from, current_node_id, current_step_started_at, input, context, variables, conversation_history, node_path, steps_completed, total_steps, step_seq, waiting_for, waiting_until, waiting_data, wait_seq, event_data, result_type, result_summary, result, error_code, error_message, failed_node_id, cancelled_by, cancel_reason, correlation_id, idempotency_key, callback_url, priority, created_at, started_at, updated_at, completed_at, node_attempt, error_details, lock_inherited_from, queued_at, admit_first, step_recoveries, callback_events
+  AND wait_seq = $6::integer
+RETURNING id, tenant_id, execution_id, workflow_id, version, status, lane, session_key, thread_id, parent_execution_id, can_inherit_lock, restarted_from, current_node_id, current_step_started_at, input, context, variables, conversation_history, node_path, steps_completed, total_steps, step_seq, waiting_for, waiting_until, waiting_data, wait_seq, event_data, result_type, result_summary, result, error_code, error_message, failed_node_id, cancelled_by, cancel_reason, correlation_id, idempotency_key, callback_url, priority, created_at, started_at, updated_at, completed_at, node_attempt, error_details, lock_inherited_from, queued_at, admit_first, step_recoveries, callback_events, wait_timeout_job_id
 `
 
 type ExecutionRewaitParams struct {
-	WaitingUntil time.Time
-	WaitingData  json.RawMessage
-	Variables    json.RawMessage
-	ID           int64
-	WaitSeq      int32
+	WaitingUntil     time.Time
+	WaitingData      json.RawMessage
+	WaitTimeoutJobID int64
+	Variables        json.RawMessage
+	ID               int64
+	WaitSeq          int32
 }
 
 // Waits again after a timeout (onTimeout retry): a new wait_seq, so the
-// old wait's timeout job does nothing.
+// old wait's timeout job does nothing, and the new wait's timeout job,
+// enqueued just before for wait_seq + 1. The old job is the one running
+// this; were it not, it would be deleted.
 func (q *Queries) ExecutionRewait(ctx context.Context, db DBTX, arg *ExecutionRewaitParams) (*AgentExecution, error) {
 	row := db.QueryRow(ctx, executionRewait,
 		arg.WaitingUntil,
 		arg.WaitingData,
+		arg.WaitTimeoutJobID,
 		arg.Variables,
 		arg.ID,
 		arg.WaitSeq,
@@ -676,6 +720,7 @@ func (q *Queries) ExecutionRewait(ctx context.Context, db DBTX, arg *ExecutionRe
 		&i.AdmitFirst,
 		&i.StepRecoveries,
 		&i.CallbackEvents,
+		&i.WaitTimeoutJobID,
 	)
 	return &i, err
 }
@@ -687,7 +732,7 @@ SET waiting_data = $1::jsonb,
 WHERE id = $2::bigint
   AND status = 'waiting'
   AND wait_seq = $3::integer
-RETURNING id, tenant_id, execution_id, workflow_id, version, status, lane, session_key, thread_id, parent_execution_id, can_inherit_lock, restarted_from, current_node_id, current_step_started_at, input, context, variables, conversation_history, node_path, steps_completed, total_steps, step_seq, waiting_for, waiting_until, waiting_data, wait_seq, event_data, result_type, result_summary, result, error_code, error_message, failed_node_id, cancelled_by, cancel_reason, correlation_id, idempotency_key, callback_url, priority, created_at, started_at, updated_at, completed_at, node_attempt, error_details, lock_inherited_from, queued_at, admit_first, step_recoveries, callback_events
+RETURNING id, tenant_id, execution_id, workflow_id, version, status, lane, session_key, thread_id, parent_execution_id, can_inherit_lock, restarted_from, current_node_id, current_step_started_at, input, context, variables, conversation_history, node_path, steps_completed, total_steps, step_seq, waiting_for, waiting_until, waiting_data, wait_seq, event_data, result_type, result_summary, result, error_code, error_message, failed_node_id, cancelled_by, cancel_reason, correlation_id, idempotency_key, callback_url, priority, created_at, started_at, updated_at, completed_at, node_attempt, error_details, lock_inherited_from, queued_at, admit_first, step_recoveries, callback_events, wait_timeout_job_id
 `
 
 type ExecutionSetWaitingDataParams struct {
@@ -751,6 +796,7 @@ func (q *Queries) ExecutionSetWaitingData(ctx context.Context, db DBTX, arg *Exe
 		&i.AdmitFirst,
 		&i.StepRecoveries,
 		&i.CallbackEvents,
+		&i.WaitTimeoutJobID,
 	)
 	return &i, err
 }

@@ -176,7 +176,16 @@ RETURNING agent_execution.*;
 
 -- name: ExecutionFail :one
 -- Fails a live execution from outside its step (a step job that ran out of
--- attempts).
+-- attempts). A waiting one's timeout job is deleted in the same statement.
+WITH timer AS (
+    -- The wait's timeout job goes with the wait, unless a worker has taken
+    -- it: that one finds the wait over and does nothing.
+    DELETE FROM river_job j
+    WHERE j.id = (SELECT w.wait_timeout_job_id FROM agent_execution w
+                  WHERE w.id = @id::bigint AND w.status = 'waiting'
+                    AND (sqlc.narg('step_seq')::bigint IS NULL OR w.step_seq = sqlc.narg('step_seq')::bigint))
+      AND j.state IN ('available', 'retryable', 'scheduled')
+)
 UPDATE agent_execution
 SET status = 'failed',
     result_type = 'failure',
@@ -184,6 +193,7 @@ SET status = 'failed',
     error_message = @error_message::text,
     failed_node_id = current_node_id,
     waiting_for = NULL,
+    wait_timeout_job_id = NULL,
     step_seq = step_seq + 1,
     completed_at = clock.at,
     updated_at = clock.at
@@ -194,6 +204,16 @@ WHERE id = @id::bigint
 RETURNING agent_execution.*;
 
 -- name: ExecutionCancel :one
+-- Cancels a live execution. A waiting one's timeout job is deleted in the
+-- same statement.
+WITH timer AS (
+    -- The wait's timeout job goes with the wait, unless a worker has taken
+    -- it: that one finds the wait over and does nothing.
+    DELETE FROM river_job j
+    WHERE j.id = (SELECT w.wait_timeout_job_id FROM agent_execution w
+                  WHERE w.id = @id::bigint AND w.status = 'waiting')
+      AND j.state IN ('available', 'retryable', 'scheduled')
+)
 UPDATE agent_execution
 SET status = 'cancelled',
     result_type = 'cancelled',
@@ -201,6 +221,7 @@ SET status = 'cancelled',
     cancelled_by = @cancelled_by::text,
     cancel_reason = sqlc.narg('cancel_reason')::text,
     waiting_for = NULL,
+    wait_timeout_job_id = NULL,
     step_seq = step_seq + 1,
     completed_at = clock.at,
     updated_at = clock.at

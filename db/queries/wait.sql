@@ -1,5 +1,6 @@
 -- name: ExecutionEnterWait :one
--- running → waiting, from the step that reached a wait node.
+-- running → waiting, from the step that reached a wait node, naming the
+-- wait's timeout job (enqueued just before, for wait_seq + 1).
 UPDATE agent_execution
 SET status = 'waiting',
     current_node_id = @current_node_id::text,
@@ -11,6 +12,7 @@ SET status = 'waiting',
     waiting_for = @waiting_for::text,
     waiting_until = @waiting_until::timestamptz,
     waiting_data = @waiting_data::jsonb,
+    wait_timeout_job_id = @wait_timeout_job_id::bigint,
     wait_seq = wait_seq + 1,
     step_seq = step_seq + 1,
     updated_at = clock_timestamp()
@@ -60,7 +62,16 @@ FOR UPDATE OF e;
 -- is still waiting); with 0, false and nothing read. With @draw_message,
 -- message_id is an id for the first message its next nodes send
 -- (MessageInsertOutbound), drawn here instead of by MessageIDNext, which
--- would cost a round trip; else 0.
+-- would cost a round trip; else 0. The wait's timeout job is deleted in the
+-- same statement.
+WITH timer AS (
+    -- The wait's timeout job goes with the wait, unless a worker has taken
+    -- it: that one finds the wait over and does nothing.
+    DELETE FROM river_job j
+    WHERE j.id = (SELECT w.wait_timeout_job_id FROM agent_execution w
+                  WHERE w.id = @id::bigint AND w.status = 'waiting' AND w.wait_seq = @wait_seq::integer)
+      AND j.state IN ('available', 'retryable', 'scheduled')
+)
 UPDATE agent_execution AS e
 SET status = 'running',
     current_node_id = @current_node_id::text,
@@ -71,6 +82,7 @@ SET status = 'running',
     waiting_for = NULL,
     waiting_until = NULL,
     waiting_data = NULL,
+    wait_timeout_job_id = NULL,
     step_seq = e.step_seq + 1,
     updated_at = clock_timestamp()
 WHERE e.id = @id::bigint
@@ -98,10 +110,21 @@ RETURNING *;
 
 -- name: ExecutionRewait :one
 -- Waits again after a timeout (onTimeout retry): a new wait_seq, so the
--- old wait's timeout job does nothing.
+-- old wait's timeout job does nothing, and the new wait's timeout job,
+-- enqueued just before for wait_seq + 1. The old job is the one running
+-- this; were it not, it would be deleted.
+WITH timer AS (
+    -- The wait's timeout job goes with the wait, unless a worker has taken
+    -- it: that one finds the wait over and does nothing.
+    DELETE FROM river_job j
+    WHERE j.id = (SELECT w.wait_timeout_job_id FROM agent_execution w
+                  WHERE w.id = @id::bigint AND w.status = 'waiting' AND w.wait_seq = @wait_seq::integer)
+      AND j.state IN ('available', 'retryable', 'scheduled')
+)
 UPDATE agent_execution
 SET waiting_until = @waiting_until::timestamptz,
     waiting_data = @waiting_data::jsonb,
+    wait_timeout_job_id = @wait_timeout_job_id::bigint,
     variables = @variables::jsonb,
     wait_seq = wait_seq + 1,
     step_seq = step_seq + 1,
@@ -113,6 +136,16 @@ RETURNING *;
 
 -- name: ExecutionEndWait :one
 -- Ends a waiting execution (timeout): the wait_seq must still be current.
+-- The wait's timeout job is the one running this; were it not, it would be
+-- deleted.
+WITH timer AS (
+    -- The wait's timeout job goes with the wait, unless a worker has taken
+    -- it: that one finds the wait over and does nothing.
+    DELETE FROM river_job j
+    WHERE j.id = (SELECT w.wait_timeout_job_id FROM agent_execution w
+                  WHERE w.id = @id::bigint AND w.status = 'waiting' AND w.wait_seq = @wait_seq::integer)
+      AND j.state IN ('available', 'retryable', 'scheduled')
+)
 UPDATE agent_execution
 SET status = @status::execution_status,
     variables = @variables::jsonb,
@@ -124,6 +157,7 @@ SET status = @status::execution_status,
     waiting_for = NULL,
     waiting_until = NULL,
     waiting_data = NULL,
+    wait_timeout_job_id = NULL,
     step_seq = step_seq + 1,
     completed_at = clock.at,
     updated_at = clock.at
