@@ -13,7 +13,7 @@ import (
 	"github.com/batonrun/baton/internal/pgtest"
 )
 
-// Migration 00030 takes over the timers of an earlier build: a waiting
+// Migration 00032 takes over the timers of an earlier build: a waiting
 // execution gets its wait's execution.wait_timeout job id, and the timers
 // still to fire of waits that are over (the execution went on, or waits
 // again in a later wait) are deleted. A timer a worker runs, and other
@@ -25,7 +25,7 @@ func TestWaitTimersMigrationTakesOverEarlierTimers(t *testing.T) {
 	provider, err := goose.NewProvider(goose.DialectPostgres, stdlib.OpenDBFromPool(pool), db.Migrations(),
 		goose.WithDisableGlobalRegistry(true))
 	require.NoError(t, err)
-	_, err = provider.DownTo(ctx, 29)
+	_, err = provider.DownTo(ctx, 31)
 	require.NoError(t, err)
 
 	var thread int64
@@ -55,7 +55,7 @@ func TestWaitTimersMigrationTakesOverEarlierTimers(t *testing.T) {
 	running := job(timer, done, 1, "running")
 	step := job("execution.step", done, 1, "scheduled")
 
-	_, err = provider.UpTo(ctx, 30)
+	_, err = provider.UpTo(ctx, 32)
 	require.NoError(t, err)
 	var named *int64
 	require.NoError(t, pool.QueryRow(ctx, `SELECT wait_timeout_job_id FROM agent_execution WHERE id = $1`, waits).Scan(&named))
