@@ -2,6 +2,7 @@ package db_test
 
 import (
 	"math"
+	"time"
 
 	"github.com/batonrun/baton/db/dbsqlc"
 	"github.com/batonrun/baton/internal/scalefixture"
@@ -18,7 +19,18 @@ func consoleCases() []queryCase {
 				ThreadID: scalefixture.BusyThread, BeforeID: before, Max: 201})
 		}
 	}
+	sessionID := make([]byte, 32)
 	return []queryCase{
+		{"ConsoleSessionInsert", write, func(r *recorder) {
+			_ = q.ConsoleSessionInsert(ctx, r, &dbsqlc.ConsoleSessionInsertParams{ID: sessionID, TenantID: "t42",
+				Subject: "ana", Scopes: []string{"workflows:read"}, Csrf: "csrf", ExpiresAt: time.Now().Add(time.Hour)})
+		}},
+		{"ConsoleSessionGetLive", slice, func(r *recorder) {
+			_, _ = q.ConsoleSessionGetLive(ctx, r, &dbsqlc.ConsoleSessionGetLiveParams{ID: sessionID})
+		}},
+		{"ConsoleSessionRevoke", slice, func(r *recorder) {
+			_, _ = q.ConsoleSessionRevoke(ctx, r, &dbsqlc.ConsoleSessionRevokeParams{ID: sessionID})
+		}},
 		{"ConsoleTimeline", longPage, timeline(math.MaxInt64)},
 		{"ConsoleTimeline/before", longPage, timeline(scalefixture.BusyFirstMessage + scalefixture.BusyTurns)},
 		{"ConsoleDefinitionVersions", slice, func(r *recorder) {

@@ -80,6 +80,9 @@ SELECT 't' || (i % 10), 'ev-' || i, 'EVENT_COMPLETED', now() - (i % 48) * interv
 INSERT INTO thread_message (tenant_id, thread_id, direction, body, status, external_id, created_at)
 SELECT t.tenant_id, t.id, 'in', 'hola', CASE WHEN t.id % 3 = 0 THEN 'received' ELSE 'dropped' END, 'in-' || t.id, now() - interval '30 days'
 FROM thread t;
+INSERT INTO console_session (id, tenant_id, subject, scopes, csrf, created_at, expires_at)
+SELECT sha256(int8send(i)), 't' || (i % 10), 'ana', '{}', 'csrf', now() - (i % 48) * interval '1 hour',
+       now() - (i % 48) * interval '1 hour' + interval '12 hours' FROM generate_series(1, 20000) i;
 ANALYZE;`)
 	require.NoError(t, err)
 
@@ -101,6 +104,9 @@ ANALYZE;`)
 		{"RetentionSweepIdempotencyKeys", "idempotency_key_expiry_idx", func(r *sqlRecorder) {
 			_, _ = q.RetentionSweepIdempotencyKeys(ctx, r, &dbsqlc.RetentionSweepIdempotencyKeysParams{KeepMsByTenant: tenantKeep, KeepMs: int64(day / 1e6), Batch: 1000})
 		}},
+		{"ConsoleSessionDeleteExpired", "console_session_expires_idx", func(r *sqlRecorder) {
+			_, _ = q.ConsoleSessionDeleteExpired(ctx, r, &dbsqlc.ConsoleSessionDeleteExpiredParams{Batch: 1000})
+		}},
 		{"RetentionSweepInboundEvents", "inbound_event_expiry_idx", func(r *sqlRecorder) {
 			_, _ = q.RetentionSweepInboundEvents(ctx, r, &dbsqlc.RetentionSweepInboundEventsParams{KeepMsByTenant: tenantKeep, KeepMs: int64(day / 1e6), Batch: 1000})
 		}},
@@ -108,7 +114,7 @@ ANALYZE;`)
 	// The replay tables may be read whole while a whole read is cheaper
 	// than a probe per row (as here); past about a million rows the
 	// planner probes their primary key instead.
-	big := map[string]bool{"agent_execution": true, "execution_event": true, "thread_message": true, "thread": true}
+	big := map[string]bool{"agent_execution": true, "execution_event": true, "thread_message": true, "thread": true, "console_session": true}
 	for _, c := range cases {
 		var r sqlRecorder
 		c.call(&r)

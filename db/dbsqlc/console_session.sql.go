@@ -19,9 +19,8 @@ WITH doomed AS (
     LIMIT $2::integer
     FOR UPDATE SKIP LOCKED
 )
-DELETE FROM console_session s
-USING doomed d
-WHERE s.id = d.id
+DELETE FROM console_session
+WHERE id = ANY(ARRAY(SELECT id FROM doomed))
 `
 
 type ConsoleSessionDeleteExpiredParams struct {

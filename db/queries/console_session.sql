@@ -34,6 +34,5 @@ WITH doomed AS (
     LIMIT @batch::integer
     FOR UPDATE SKIP LOCKED
 )
-DELETE FROM console_session s
-USING doomed d
-WHERE s.id = d.id;
+DELETE FROM console_session
+WHERE id = ANY(ARRAY(SELECT id FROM doomed));

@@ -185,4 +185,12 @@ SELECT 'completed', 1, c.at, c.at, c.at + interval '1 second', c.at,
             ELSE jsonb_build_object('execution_id', {jobs_execution}, 'step_seq', j) END,
        ARRAY['client-' || (j % 4)], CASE WHEN j % 8 = 0 THEN 'execution.wait_timeout' ELSE 'execution.step' END, 'default'
 FROM generate_series(1, 40) j, LATERAL (SELECT now() - (40 - j) * interval '30 minutes' AS at) c`},
+	// Console sessions: 100,000 sign-ins over the last day, those of its
+	// first half expired, one in ten signed out.
+	{"console_session", `
+INSERT INTO console_session (id, tenant_id, subject, scopes, csrf, created_at, expires_at, revoked_at)
+SELECT sha256(int8send(i)), 't' || (i % {tenants}), 'user-' || (i % 1000), '{workflows:read}', 'csrf-' || i,
+       now() - (100000 - i) * interval '0.864 seconds', now() - (100000 - i) * interval '0.864 seconds' + interval '12 hours',
+       CASE WHEN i % 10 = 0 THEN now() - (100000 - i) * interval '0.864 seconds' + interval '1 hour' END
+FROM generate_series(1, 100000) i`},
 }
