@@ -57,6 +57,7 @@ var exempt = map[string]string{
 	"ProcessRegister":          "baton_process holds a row per running process",
 	"ProcessUnregister":        "baton_process holds a row per running process",
 	"ProcessSweepLock":         "takes an advisory lock",
+	"OutboxReapLock":           "takes an advisory lock",
 	"ProcessCheck":             "baton_process holds a row per running process",
 	"ProcessMarkLost":          "baton_process holds a row per running process",
 	"ProcessMarkFound":         "baton_process holds a row per running process",
