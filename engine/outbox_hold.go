@@ -31,7 +31,7 @@ import (
 //     once its own dead-peer detection gives up (tcp_keepalives_*,
 //     minutes to hours), so the holder stops first.
 //   - Every write the holder makes after a channel call is fenced
-//     (migration 00030): a claim stamps its token on the messages it takes,
+//     (migration 00031): a claim stamps its token on the messages it takes,
 //     and a message is recorded delivered, or a failed attempt counted, only
 //     while it still carries the token of the claim that sent it. A holder
 //     that lost its connection and whose channel took the message anyway

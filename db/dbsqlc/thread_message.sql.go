@@ -306,7 +306,7 @@ type MessageRecordDeliveredParams struct {
 
 // Marks a message delivered and writes its thread.message_delivered event,
 // in one statement, if it still carries the fencing token @epoch of the
-// claim that took it (migration 00030), and says whether it did: false
+// claim that took it (migration 00031), and says whether it did: false
 // means another deliverer has claimed the message since, or recorded it.
 func (q *Queries) MessageRecordDelivered(ctx context.Context, db DBTX, arg *MessageRecordDeliveredParams) (bool, error) {
 	row := db.QueryRow(ctx, messageRecordDelivered,
@@ -368,7 +368,7 @@ type MessageReleaseQueuedParams struct {
 // Moves the queued messages of a family of executions (one voice) on a
 // thread into the outbox, behind everything already there, in the order
 // they were written: each draws its delivery_seq, the delivery sequence a
-// receiver sees (migration 00030), in id order.
+// receiver sees (migration 00031), in id order.
 func (q *Queries) MessageReleaseQueued(ctx context.Context, db DBTX, arg *MessageReleaseQueuedParams) (int64, error) {
 	result, err := db.Exec(ctx, messageReleaseQueued, arg.ThreadID, arg.ExecutionIds)
 	if err != nil {
@@ -453,7 +453,7 @@ type OutboxClaimParams struct {
 }
 
 // Takes a thread's outbox lock and reads its first pending messages, in one
-// round trip (migrations 00013 and 00030): rows mean the lock is held. The
+// round trip (migrations 00013 and 00031): rows mean the lock is held. The
 // messages carry the claim's fencing token, drawn here (claim_epoch).
 func (q *Queries) OutboxClaim(ctx context.Context, db DBTX, arg *OutboxClaimParams) ([]*OutboxMessage, error) {
 	rows, err := db.Query(ctx, outboxClaim, arg.ThreadID, arg.Key, arg.Max)
@@ -554,7 +554,7 @@ type OutboxFinishManyParams struct {
 // Records the last messages of a batch delivered, those that still carry
 // the batch's token @epoch, gives the batch's outbox locks up and returns
 // the threads that still have messages pending (outbox_finish_many,
-// migrations 00027, 00029 and 00030); DeliverThread uses it for one thread.
+// migrations 00027, 00029 and 00031); DeliverThread uses it for one thread.
 // The messages belong to threads of thread_ids.
 func (q *Queries) OutboxFinishMany(ctx context.Context, db DBTX, arg *OutboxFinishManyParams) ([]int64, error) {
 	row := db.QueryRow(ctx, outboxFinishMany,
@@ -642,7 +642,7 @@ type OutboxNextParams struct {
 
 // The next pending outbound messages of a thread, in outbox order, for the
 // session that holds its outbox lock (outbox_claim reads the first ones),
-// stamped with the token of its claim (outbox_take, migration 00030).
+// stamped with the token of its claim (outbox_take, migration 00031).
 func (q *Queries) OutboxNext(ctx context.Context, db DBTX, arg *OutboxNextParams) ([]*OutboxMessage, error) {
 	rows, err := db.Query(ctx, outboxNext, arg.ThreadID, arg.Max, arg.Epoch)
 	if err != nil {

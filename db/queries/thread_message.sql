@@ -19,12 +19,12 @@ VALUES (
 -- name: OutboxNext :many
 -- The next pending outbound messages of a thread, in outbox order, for the
 -- session that holds its outbox lock (outbox_claim reads the first ones),
--- stamped with the token of its claim (outbox_take, migration 00030).
+-- stamped with the token of its claim (outbox_take, migration 00031).
 SELECT * FROM outbox_take(@thread_id::bigint, @max::integer, @epoch::bigint);
 
 -- name: OutboxClaim :many
 -- Takes a thread's outbox lock and reads its first pending messages, in one
--- round trip (migrations 00013 and 00030): rows mean the lock is held. The
+-- round trip (migrations 00013 and 00031): rows mean the lock is held. The
 -- messages carry the claim's fencing token, drawn here (claim_epoch).
 SELECT * FROM outbox_claim(@thread_id::bigint, @key::bigint, @max::integer, nextval('outbox_claim_epoch'));
 
@@ -43,7 +43,7 @@ SELECT * FROM outbox_claim_many(@thread_ids::bigint[], @keys::bigint[], @max::in
 -- Records the last messages of a batch delivered, those that still carry
 -- the batch's token @epoch, gives the batch's outbox locks up and returns
 -- the threads that still have messages pending (outbox_finish_many,
--- migrations 00027, 00029 and 00030); DeliverThread uses it for one thread.
+-- migrations 00027, 00029 and 00031); DeliverThread uses it for one thread.
 -- The messages belong to threads of thread_ids.
 SELECT outbox_finish_many(@thread_ids::bigint[], @keys::bigint[], @message_ids::bigint[],
                           @thread_keys::text[], @execution_keys::text[], @channels::text[], @epoch::bigint)::bigint[] AS more;
@@ -77,7 +77,7 @@ LIMIT @max::integer;
 -- name: MessageRecordDelivered :one
 -- Marks a message delivered and writes its thread.message_delivered event,
 -- in one statement, if it still carries the fencing token @epoch of the
--- claim that took it (migration 00030), and says whether it did: false
+-- claim that took it (migration 00031), and says whether it did: false
 -- means another deliverer has claimed the message since, or recorded it.
 WITH delivered AS (
     UPDATE thread_message
@@ -114,7 +114,7 @@ SELECT count(*)::integer FROM thread_message WHERE thread_id = @thread_id::bigin
 -- Moves the queued messages of a family of executions (one voice) on a
 -- thread into the outbox, behind everything already there, in the order
 -- they were written: each draws its delivery_seq, the delivery sequence a
--- receiver sees (migration 00030), in id order.
+-- receiver sees (migration 00031), in id order.
 WITH queued AS MATERIALIZED (
     SELECT m.id FROM thread_message m
     WHERE m.thread_id = @thread_id::bigint
