@@ -27,6 +27,9 @@ func nestedCases() []queryCase {
 		{"OutboxClaim", slice, func(r *recorder) {
 			_, _ = q.OutboxClaim(ctx, r, &dbsqlc.OutboxClaimParams{ThreadID: 97000, Key: 7_000_000_001, Max: 50})
 		}},
+		{"OutboxNext", slice, func(r *recorder) {
+			_, _ = q.OutboxNext(ctx, r, &dbsqlc.OutboxNextParams{ThreadID: 97000, Max: 50, Epoch: 1})
+		}},
 		{"OutboxClaimMany", slice, func(r *recorder) {
 			_, _ = q.OutboxClaimMany(ctx, r, &dbsqlc.OutboxClaimManyParams{
 				ThreadIds: []int64{97000, 97001}, Keys: []int64{7_000_000_001, 7_000_000_002}, Max: 50})
@@ -35,7 +38,7 @@ func nestedCases() []queryCase {
 			_, _ = q.OutboxFinishMany(ctx, r, &dbsqlc.OutboxFinishManyParams{
 				ThreadIds: []int64{97000, 97001}, Keys: []int64{7_000_000_001, 7_000_000_002},
 				MessageIds: []int64{97000, 97001}, ThreadKeys: []string{"thread-97000", "thread-97001"},
-				ExecutionKeys: []string{"exec-97000", "exec-97001"}, Channels: []string{"api", "api"}})
+				ExecutionKeys: []string{"exec-97000", "exec-97001"}, Channels: []string{"api", "api"}, Epoch: 1})
 		}},
 		{"ThreadCleanupStaleLocks", live, func(r *recorder) { _, _ = q.ThreadCleanupStaleLocks(ctx, r, 600) }},
 		{"ThreadCleanupStaleLocksByTenant", live, func(r *recorder) {
@@ -57,6 +60,7 @@ var exempt = map[string]string{
 	"ProcessRegister":          "baton_process holds a row per running process",
 	"ProcessUnregister":        "baton_process holds a row per running process",
 	"ProcessSweepLock":         "takes an advisory lock",
+	"OutboxReapLock":           "takes an advisory lock",
 	"ProcessCheck":             "baton_process holds a row per running process",
 	"ProcessMarkLost":          "baton_process holds a row per running process",
 	"ProcessMarkFound":         "baton_process holds a row per running process",

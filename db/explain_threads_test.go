@@ -70,16 +70,13 @@ func messageCases() []queryCase {
 			_ = q.MessageInsertOutbound(ctx, r, &dbsqlc.MessageInsertOutboundParams{
 				ID: 9_000_000_001, TenantID: "t42", ThreadID: 97642, ExecutionID: 97642, NodeID: "send", StepSeq: 9, Body: "hola"})
 		}},
-		{"OutboxNext", slice, func(r *recorder) {
-			_, _ = q.OutboxNext(ctx, r, &dbsqlc.OutboxNextParams{ThreadID: 97000, Max: 50})
-		}},
 		{"OutboxHasPending", slice, func(r *recorder) { _, _ = q.OutboxHasPending(ctx, r, 97000) }},
 		{"OutboxListStranded", live, func(r *recorder) {
 			_, _ = q.OutboxListStranded(ctx, r, &dbsqlc.OutboxListStrandedParams{IdleSeconds: 2, Max: 500})
 		}},
 		{"MessageRecordDelivered", slice, func(r *recorder) {
 			_, _ = q.MessageRecordDelivered(ctx, r, &dbsqlc.MessageRecordDeliveredParams{
-				ThreadKey: "thread-97000", ExecutionKey: "exec-97000", Channel: "api", ID: 97000})
+				ThreadKey: "thread-97000", ExecutionKey: "exec-97000", Channel: "api", ID: 97000, Epoch: 1})
 		}},
 		{"MessageFirstQueued", slice, func(r *recorder) { _, _ = q.MessageFirstQueued(ctx, r, 97001) }},
 		{"MessageCountQueued", slice, func(r *recorder) { _, _ = q.MessageCountQueued(ctx, r, 97001) }},

@@ -18,6 +18,14 @@ type OutboundMessage struct {
 	// ID is the message's stable id (thread_message.id): a receiver that
 	// sees it twice can drop the second copy.
 	ID int64
+	// Sequence is the message's delivery sequence on its thread: it rises
+	// with every message the thread delivers, in delivery order, and a
+	// message sent again carries the same one. A receiver that keeps, per
+	// thread, the highest Sequence it has seen and drops every message at
+	// or below it gets each message once and in order, even when a
+	// deliverer that lost its outbox sends a copy late (see "Fenced
+	// delivery" in outbox_hold.go). Sequences are not consecutive.
+	Sequence int64
 	// TenantID is the thread's tenant.
 	TenantID string
 	// ThreadID is the thread's external id.
@@ -33,7 +41,11 @@ type OutboundMessage struct {
 }
 
 // ChannelAdapter delivers outbound messages to the outside world. Delivery
-// is at least once: an adapter may see a message again after a crash.
+// is at least once: an adapter may see a message again after a crash, or
+// late, from a deliverer that lost the thread's outbox meanwhile; the
+// message's Sequence lets the receiver drop such copies. Deliver's context
+// is cancelled, with ErrOutboxLost as its cause, when the deliverer loses
+// the outbox during the call.
 type ChannelAdapter interface {
 	Deliver(ctx context.Context, msg OutboundMessage) error
 }
@@ -67,7 +79,7 @@ var _ ChannelAdapter = (*LogChannel)(nil)
 func (c *LogChannel) Deliver(ctx context.Context, msg OutboundMessage) error {
 	c.Logger.InfoContext(ctx, "message delivered",
 		"tenant_id", msg.TenantID, "thread_id", msg.ThreadID, "execution_id", msg.ExecutionID,
-		"channel", msg.Channel, "message_id", msg.ID, "body_bytes", len(msg.Body))
+		"channel", msg.Channel, "message_id", msg.ID, "sequence", msg.Sequence, "body_bytes", len(msg.Body))
 	c.Logger.DebugContext(ctx, "message content", "message_id", msg.ID, "contact", msg.Contact, "body", msg.Body)
 	return nil
 }
@@ -104,7 +116,9 @@ func (c *MemoryChannel) Messages() []OutboundMessage {
 // there and returns the error, so the job retries without sending later
 // messages first. A deliverer that finds the outbox claimed returns
 // ErrOutboxBusy at once: the holder looks again for pending messages after
-// it lets go, and the job tries again later in case it never does.
+// it lets go, and the job tries again later in case it never does. A
+// deliverer whose lock connection is lost stops at once and returns an
+// error wrapping ErrOutboxLost (see "Fenced delivery" in outbox_hold.go).
 func (e *Engine) DeliverThread(ctx context.Context, threadID int64) error {
 	conn, err := e.pool.Acquire(ctx)
 	if err != nil {
@@ -133,19 +147,34 @@ func (e *Engine) DeliverThread(ctx context.Context, threadID int64) error {
 		if len(first) == 0 {
 			return e.outboxSettled(ctx, conn, threadID)
 		}
-		last, deliverErr := e.deliverClaimed(ctx, conn, threadID, first)
-		more, err := e.releaseOutbox(context.WithoutCancel(ctx), conn, threadID, last)
-		if err != nil {
-			_ = conn.Conn().Close(context.WithoutCancel(ctx))
-			return fmt.Errorf("releasing outbox of thread %d: %w", threadID, err)
-		}
-		if deliverErr != nil {
-			return deliverErr
-		}
-		if !more {
-			return nil
+		more, err := e.deliverHeld(ctx, holdOn(ctx, conn, claimEpoch(first[0])), threadID, first)
+		if err != nil || !more {
+			return err
 		}
 	}
+}
+
+// deliverHeld delivers the messages of the outbox held claimed, then gives
+// the outbox up and reports whether messages are still pending. When the
+// connection is lost meanwhile, the message the channel took last is
+// recorded through another connection, fenced (recordAfterLoss), and the
+// connection is closed.
+func (e *Engine) deliverHeld(ctx context.Context, held *heldConn, threadID int64, claimed []*dbsqlc.OutboxMessage) (bool, error) {
+	defer held.done()
+	last, deliverErr := e.deliverClaimed(held, threadID, claimed)
+	if held.lost() {
+		if last != nil {
+			e.recordAfterLoss(ctx, last)
+		}
+		_ = held.conn.Conn().Close(context.WithoutCancel(ctx))
+		return false, fmt.Errorf("delivering thread %d: %w", threadID, context.Cause(held.ctx))
+	}
+	more, err := e.releaseOutbox(context.WithoutCancel(ctx), held, threadID, last)
+	if err != nil {
+		_ = held.conn.Conn().Close(context.WithoutCancel(ctx))
+		return false, fmt.Errorf("releasing outbox of thread %d: %w", threadID, err)
+	}
+	return more, deliverErr
 }
 
 // ErrOutboxBusy says that a thread's outbox has messages pending but another
@@ -170,20 +199,21 @@ func (e *Engine) outboxSettled(ctx context.Context, conn *pgxpool.Conn, threadID
 // outboxBatch is how many pending messages a deliverer reads at a time.
 const outboxBatch = 50
 
-// deliverClaimed delivers pending messages, pending first, while this
-// session holds the thread's outbox, a page of outboxBatch at a time
-// (sendInOrder). It returns the outbox's last message, which the channel
-// took and which the release records (releaseOutbox).
-func (e *Engine) deliverClaimed(ctx context.Context, conn *pgxpool.Conn, threadID int64, pending []*dbsqlc.OutboxMessage) (*dbsqlc.OutboxMessage, error) {
+// deliverClaimed delivers pending messages, pending first, while held
+// holds the thread's outbox, a page of outboxBatch at a time
+// (sendInOrder). It returns the last message the channel took, which the
+// caller records (releaseOutbox, or recordAfterLoss when the connection
+// was lost).
+func (e *Engine) deliverClaimed(held *heldConn, threadID int64, pending []*dbsqlc.OutboxMessage) (*dbsqlc.OutboxMessage, error) {
 	for {
-		last, err := e.sendInOrder(ctx, conn, pending)
-		if err != nil || len(pending) < outboxBatch {
+		last, err := e.sendInOrder(held, pending)
+		if err != nil || held.lost() || len(pending) < outboxBatch {
 			return last, err
 		}
-		if err := e.recordDelivered(ctx, conn, last); err != nil {
+		if err := e.recordDelivered(held, last); err != nil {
 			return nil, err
 		}
-		if pending, err = e.q.OutboxNext(ctx, conn, &dbsqlc.OutboxNextParams{ThreadID: threadID, Max: outboxBatch}); err != nil {
+		if pending, err = e.q.OutboxNext(held.ctx, held.conn, &dbsqlc.OutboxNextParams{ThreadID: threadID, Max: outboxBatch, Epoch: held.epoch}); err != nil {
 			return nil, fmt.Errorf("listing pending messages: %w", err)
 		}
 		if len(pending) == 0 {
@@ -192,27 +222,34 @@ func (e *Engine) deliverClaimed(ctx context.Context, conn *pgxpool.Conn, threadI
 	}
 }
 
-// sendInOrder hands a thread's pending messages to their channel in order.
-// Each but the last is recorded delivered through db (with its
-// thread.message_delivered event, in one statement) as soon as the channel
-// takes it; the last, which the channel took, is returned for the caller to
-// record as it gives the outbox up, so that a deadline or a crash re-sends
-// at most the message in flight. A refusal is recorded as a failed attempt
-// and stops the thread there.
-func (e *Engine) sendInOrder(ctx context.Context, db dbsqlc.DBTX, pending []*dbsqlc.OutboxMessage) (*dbsqlc.OutboxMessage, error) {
+// sendInOrder hands a thread's pending messages to their channel in order,
+// watching the held connection during each call. Each but the last is
+// recorded delivered (with its thread.message_delivered event, in one
+// statement) as soon as the channel takes it; the last, which the channel
+// took, is returned for the caller to record as it gives the outbox up, so
+// that a deadline or a crash re-sends at most the message in flight. So is
+// the message the channel took when the connection was found lost during
+// its call. A refusal is recorded as a failed attempt and stops the thread
+// there.
+func (e *Engine) sendInOrder(held *heldConn, pending []*dbsqlc.OutboxMessage) (*dbsqlc.OutboxMessage, error) {
 	for i, m := range pending {
 		// A stopping deliverer sends nothing more: what it sends, it records.
-		if err := ctx.Err(); err != nil {
-			return nil, fmt.Errorf("delivering thread %d: %w", m.ThreadID, err)
+		if err := held.ctx.Err(); err != nil {
+			return nil, fmt.Errorf("delivering thread %d: %w", m.ThreadID, context.Cause(held.ctx))
 		}
-		if err := e.deliverOne(ctx, m); err != nil {
-			e.recordFailedAttempt(ctx, db, m, err)
+		stop := held.watch()
+		err := e.deliverOne(held.ctx, m)
+		stop()
+		if err != nil {
+			if !held.lost() {
+				e.recordFailedAttempt(held.ctx, held.conn, m, err)
+			}
 			return nil, fmt.Errorf("delivering message %d: %w", m.ID, err)
 		}
-		if i == len(pending)-1 {
+		if i == len(pending)-1 || held.lost() {
 			return m, nil
 		}
-		if err := e.recordDelivered(ctx, db, m); err != nil {
+		if err := e.recordDelivered(held, m); err != nil {
 			return nil, err
 		}
 	}
@@ -223,38 +260,47 @@ func (e *Engine) sendInOrder(ctx context.Context, db dbsqlc.DBTX, pending []*dbs
 // error.
 func (e *Engine) deliverOne(ctx context.Context, m *dbsqlc.OutboxMessage) error {
 	return e.channelFor(m.Channel).Deliver(ctx, OutboundMessage{
-		ID: m.ID, TenantID: m.TenantID, ThreadID: m.ThreadKey, Channel: m.Channel,
+		ID: m.ID, Sequence: sequenceOf(m), TenantID: m.TenantID, ThreadID: m.ThreadKey, Channel: m.Channel,
 		Contact: m.Contact, ExecutionID: m.ExecutionKey, Body: m.Body, CreatedAt: m.CreatedAt,
 	})
 }
 
 // recordFailedAttempt counts a refused delivery of m, with its error, on
-// the message; the delivery's retry is what matters, so a failure to
-// record is not reported.
+// the message, through db and fenced by the token of the claim that took
+// it; the delivery's retry is what matters, so a failure to record is not
+// reported.
 func (e *Engine) recordFailedAttempt(ctx context.Context, db dbsqlc.DBTX, m *dbsqlc.OutboxMessage, cause error) {
-	_ = e.q.MessageRecordFailedAttempt(context.WithoutCancel(ctx), db, &dbsqlc.MessageRecordFailedAttemptParams{ID: m.ID, LastError: cause.Error()})
+	_ = e.q.MessageRecordFailedAttempt(context.WithoutCancel(ctx), db, &dbsqlc.MessageRecordFailedAttemptParams{
+		ID: m.ID, Epoch: claimEpoch(m), LastError: cause.Error()})
 }
 
-// recordDelivered marks m delivered with its thread.message_delivered event.
-func (e *Engine) recordDelivered(ctx context.Context, db dbsqlc.DBTX, m *dbsqlc.OutboxMessage) error {
-	if _, err := e.q.MessageRecordDelivered(context.WithoutCancel(ctx), db, &dbsqlc.MessageRecordDeliveredParams{
-		ID: m.ID, ThreadKey: m.ThreadKey, ExecutionKey: m.ExecutionKey, Channel: m.Channel,
-	}); err != nil {
+// recordDelivered marks m delivered with its thread.message_delivered
+// event, through the held connection and fenced: a message that carries
+// another claim's token is not recorded, and stops the deliverer
+// (errOutboxFenced).
+func (e *Engine) recordDelivered(held *heldConn, m *dbsqlc.OutboxMessage) error {
+	recorded, err := e.q.MessageRecordDelivered(context.WithoutCancel(held.ctx), held.conn, &dbsqlc.MessageRecordDeliveredParams{
+		ID: m.ID, Epoch: claimEpoch(m), ThreadKey: m.ThreadKey, ExecutionKey: m.ExecutionKey, Channel: m.Channel,
+	})
+	if err != nil {
 		return fmt.Errorf("recording message %d delivered: %w", m.ID, err)
+	}
+	if !recorded {
+		return fmt.Errorf("recording message %d delivered: %w", m.ID, errOutboxFenced)
 	}
 	return nil
 }
 
 // releaseOutbox gives the thread's outbox lock up, first recording last
-// (when not nil) delivered in the same statement (outbox_finish_many, as a
-// prompt batch of one thread), and reports whether messages are still
-// pending.
-func (e *Engine) releaseOutbox(ctx context.Context, conn *pgxpool.Conn, threadID int64, last *dbsqlc.OutboxMessage) (bool, error) {
-	arg := dbsqlc.OutboxFinishManyParams{ThreadIds: []int64{threadID}, Keys: []int64{outboxLockBase | threadID}}
+// (when not nil) delivered in the same statement, fenced by the claim's
+// token (outbox_finish_many, as a prompt batch of one thread), and reports
+// whether messages are still pending.
+func (e *Engine) releaseOutbox(ctx context.Context, held *heldConn, threadID int64, last *dbsqlc.OutboxMessage) (bool, error) {
+	arg := dbsqlc.OutboxFinishManyParams{ThreadIds: []int64{threadID}, Keys: []int64{outboxLockBase | threadID}, Epoch: held.epoch}
 	if last != nil {
 		arg.MessageIds, arg.ThreadKeys = []int64{last.ID}, []string{last.ThreadKey}
 		arg.ExecutionKeys, arg.Channels = []string{last.ExecutionKey}, []string{last.Channel}
 	}
-	more, err := e.q.OutboxFinishMany(ctx, conn, &arg)
+	more, err := e.q.OutboxFinishMany(ctx, held.conn, &arg)
 	return len(more) > 0, err
 }

@@ -264,12 +264,12 @@ func (p *promptDelivery) deliverBatch(items []promptItem) {
 	}
 	p.batches.Add(1)
 	p.threads.Add(int64(len(claimed)))
+	b := &batchConn{held: holdOn(p.ctx, conn, claimEpoch(claimed[0].message))}
 	done := make(chan *threadDelivery, len(claimed))
 	for _, t := range claimed {
-		go p.send(t, done)
+		go p.send(b.held.ctx, t, done)
 	}
-	b := &batchConn{conn: conn}
-	ready := collect(done, len(claimed), time.After(straggleAfter))
+	ready := b.collect(done, len(claimed))
 	failed := p.finish(b, ready)
 	rest := len(claimed) - len(ready)
 	if rest == 0 {
@@ -285,7 +285,7 @@ func (p *promptDelivery) deliverBatch(items []promptItem) {
 	// is let go once the last has.
 	p.wg.Go(func() {
 		for rest > 0 {
-			late := collect(done, rest, time.After(straggleAfter))
+			late := b.collect(done, rest)
 			rest -= len(late)
 			failed = append(failed, p.finish(b, late)...)
 		}
@@ -295,25 +295,37 @@ func (p *promptDelivery) deliverBatch(items []promptItem) {
 }
 
 // batchConn is a batch's connection, which holds its threads' outbox locks
-// until they are finished. A statement that failed on it leaves it broken:
+// until they are finished, watched while the channels have the batch's
+// messages (heldConn). A statement that failed on it leaves it broken:
 // which locks it still holds is unknown, so it is closed, which gives them
 // all up, but only once no send of the batch is in flight, since a lock
 // given up while its thread is still sending would let a second deliverer
-// in; the batch's threads are handed to their jobs after that.
+// in; the batch's threads are handed to their jobs after that. A
+// connection found lost is broken too, and its sends in flight are
+// cancelled at once: its locks are gone already.
 type batchConn struct {
-	conn   *pgxpool.Conn
+	held   *heldConn
 	broken bool
 }
 
 // errBatchBroken stops the threads of a batch whose connection broke.
 var errBatchBroken = errors.New("an earlier statement of the delivery batch failed")
 
+// collect receives from done, watching the connection meanwhile, the
+// threads whose channel calls end before straggleAfter passes, up to n.
+func (b *batchConn) collect(done <-chan *threadDelivery, n int) []*threadDelivery {
+	stop := b.held.watch()
+	defer stop()
+	return collect(done, n, time.After(straggleAfter))
+}
+
 // letGo returns the connection to the pool, closed first when broken.
 func (b *batchConn) letGo(ctx context.Context) {
+	b.held.done()
 	if b.broken {
-		_ = b.conn.Conn().Close(context.WithoutCancel(ctx))
+		_ = b.held.conn.Conn().Close(context.WithoutCancel(ctx))
 	}
-	b.conn.Release()
+	b.held.conn.Release()
 }
 
 // giveUpAll hands the threads to their jobs, inserted together, and gives
@@ -362,9 +374,10 @@ func (p *promptDelivery) claim(conn *pgxpool.Conn, threads []*threadDelivery) ([
 	return claimed, nil
 }
 
-// send hands a thread's claimed message to its channel and reports on done.
-// A channel adapter that panics stops the thread like one that refuses.
-func (p *promptDelivery) send(t *threadDelivery, done chan<- *threadDelivery) {
+// send hands a thread's claimed message to its channel, with ctx, and
+// reports on done. A channel adapter that panics stops the thread like one
+// that refuses.
+func (p *promptDelivery) send(ctx context.Context, t *threadDelivery, done chan<- *threadDelivery) {
 	defer func() {
 		if v := recover(); v != nil {
 			p.e.ErrorContext(p.ctx, "channel adapter panicked; the delivery's job delivers", "thread_row_id", t.threadID, "panic", fmt.Sprint(v))
@@ -372,11 +385,11 @@ func (p *promptDelivery) send(t *threadDelivery, done chan<- *threadDelivery) {
 		}
 		done <- t
 	}()
-	if err := p.ctx.Err(); err != nil {
+	if err := ctx.Err(); err != nil {
 		t.err = err // stopping: what is sent is recorded, so send nothing more
 		return
 	}
-	t.err = p.e.deliverOne(p.ctx, t.message)
+	t.err = p.e.deliverOne(ctx, t.message)
 }
 
 // collect receives n threads from done, or as many as arrive before
@@ -396,13 +409,26 @@ func collect(done <-chan *threadDelivery, n int, deadline <-chan time.Time) []*t
 
 // finish records the refusals, then, in one statement, records the message
 // of each other thread delivered and gives the threads' outboxes up (held
-// by the batch's connection). It queues again the threads with messages
-// still pending and returns those to hand to their jobs: the refused ones,
-// those still pending when the process stops, or all when the connection
-// is broken.
+// by the batch's connection), fenced by the batch's token. It queues again
+// the threads with messages still pending and returns those to hand to
+// their jobs: the refused ones, those still pending when the process
+// stops, or all when the connection is broken. When it is found lost, the
+// messages the channels took are recorded through another connection
+// (recordAfterLoss).
 func (p *promptDelivery) finish(b *batchConn, threads []*threadDelivery) (failed []*threadDelivery) {
 	if len(threads) == 0 {
 		return nil
+	}
+	if b.held.lost() {
+		b.broken = true
+		cause := context.Cause(b.held.ctx)
+		for _, t := range threads {
+			if t.err == nil {
+				p.e.recordAfterLoss(p.ctx, t.message)
+			}
+			t.err = cmp.Or(t.err, cause)
+		}
+		return threads
 	}
 	if b.broken {
 		for _, t := range threads {
@@ -410,7 +436,8 @@ func (p *promptDelivery) finish(b *batchConn, threads []*threadDelivery) (failed
 		}
 		return threads
 	}
-	var arg dbsqlc.OutboxFinishManyParams
+	conn := b.held.conn
+	arg := dbsqlc.OutboxFinishManyParams{Epoch: b.held.epoch}
 	for _, t := range threads {
 		arg.ThreadIds = append(arg.ThreadIds, t.threadID)
 		arg.Keys = append(arg.Keys, outboxLockBase|t.threadID)
@@ -422,10 +449,10 @@ func (p *promptDelivery) finish(b *batchConn, threads []*threadDelivery) (failed
 			arg.ExecutionKeys = append(arg.ExecutionKeys, m.ExecutionKey)
 			arg.Channels = append(arg.Channels, m.Channel)
 		case !errors.Is(t.err, context.Canceled): // not sent because stopping: no attempt
-			p.e.recordFailedAttempt(p.ctx, b.conn, m, t.err)
+			p.e.recordFailedAttempt(p.ctx, conn, m, t.err)
 		}
 	}
-	more, err := p.e.q.OutboxFinishMany(context.WithoutCancel(p.ctx), b.conn, &arg)
+	more, err := p.e.q.OutboxFinishMany(context.WithoutCancel(p.ctx), conn, &arg)
 	if err != nil {
 		b.broken = true
 		for _, t := range threads {

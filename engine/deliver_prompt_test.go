@@ -220,6 +220,22 @@ func TestOutboxReaperDeliversWhatADeadProcessLeft(t *testing.T) {
 	deadConfig, err := pgxpool.ParseConfig(url)
 	require.NoError(t, err)
 	deadConfig.ConnConfig.RuntimeParams["application_name"] = "dying-process"
+	// Once dead, it reaches the database no more, not even through a
+	// connection whose session has not ended yet: what it left is the
+	// reaper's.
+	var died atomic.Bool
+	deadConfig.BeforeConnect = func(context.Context, *pgx.ConnConfig) error {
+		if died.Load() {
+			return errors.New("the process is dead")
+		}
+		return nil
+	}
+	deadConfig.PrepareConn = func(context.Context, *pgx.Conn) (bool, error) {
+		if died.Load() {
+			return false, errors.New("the process is dead")
+		}
+		return true, nil
+	}
 	deadPool, err := pgxpool.NewWithConfig(ctx, deadConfig)
 	require.NoError(t, err)
 	t.Cleanup(deadPool.Close)
@@ -252,6 +268,7 @@ func TestOutboxReaperDeliversWhatADeadProcessLeft(t *testing.T) {
 	require.Equal(t, 0, countRows(t, pool, `SELECT count(*) FROM river_job WHERE kind = 'message.deliver'`),
 		"a prompt delivery has no job")
 	// It dies: its sessions end, and with them its outbox lock.
+	died.Store(true)
 	require.Equal(t, 0, countRows(t, pool, `SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity
 		WHERE application_name = 'dying-process') k WHERE NOT pg_terminate_backend`))
 

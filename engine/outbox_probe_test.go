@@ -29,13 +29,13 @@ func TestOutboxFinishReadsOnlyItsThreads(t *testing.T) {
 	_, err = pool.Exec(ctx, `ANALYZE thread_message`)
 	require.NoError(t, err)
 	_, err = pool.Exec(ctx, `
-		INSERT INTO thread_message (tenant_id, thread_id, direction, body, status, delivery_seq)
-		SELECT 'tenant-probe', t.id, 'out', 'hello', 'pending', nextval('thread_message_delivery_seq')
+		INSERT INTO thread_message (tenant_id, thread_id, direction, body, status, delivery_seq, claim_epoch)
+		SELECT 'tenant-probe', t.id, 'out', 'hello', 'pending', nextval('thread_message_delivery_seq'), 7
 		FROM thread t, generate_series(1, 10) g
 		WHERE t.tenant_id = 'tenant-probe'`)
 	require.NoError(t, err)
 
-	var batch dbsqlc.OutboxFinishManyParams
+	batch := dbsqlc.OutboxFinishManyParams{Epoch: 7} // the token of the claim that took them
 	rows, err := pool.Query(ctx, `
 		SELECT DISTINCT ON (m.thread_id) m.thread_id, m.id, t.thread_id
 		FROM thread_message m JOIN thread t ON t.id = m.thread_id

@@ -28,21 +28,38 @@ import (
 // next run takes the rest.
 const outboxReapBatch = 500
 
+// outboxReapLockKey is the transaction advisory lock a reaper takes, so
+// that one reaper lists and enqueues at a time: two reapers whose runs
+// overlapped (a periodic job runs while the last one still commits) would
+// both find a thread without a job and both insert one.
+const outboxReapLockKey = outboxLockBase - 1
+
 // ReapOutboxes enqueues a delivery job for every thread whose pending
 // messages have had no deliverer for DeliveryRescueAfter, and returns how
-// many it enqueued.
+// many it enqueued; 0 when another reaper is at work.
 func (e *Engine) ReapOutboxes(ctx context.Context) (int, error) {
-	threads, err := e.q.OutboxListStranded(ctx, e.pool, &dbsqlc.OutboxListStrandedParams{
-		IdleSeconds: e.cfg.DeliveryRescueAfter.Seconds(), Max: outboxReapBatch,
+	var threads []int64
+	err := pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
+		won, err := e.q.OutboxReapLock(ctx, tx, outboxReapLockKey)
+		if err != nil || !won {
+			return err
+		}
+		threads, err = e.q.OutboxListStranded(ctx, tx, &dbsqlc.OutboxListStrandedParams{
+			IdleSeconds: e.cfg.DeliveryRescueAfter.Seconds(), Max: outboxReapBatch,
+		})
+		if err != nil {
+			return fmt.Errorf("listing stranded outboxes: %w", err)
+		}
+		if len(threads) == 0 {
+			return nil
+		}
+		if err := e.jobs.InsertDeliver(ctx, tx, threads...); err != nil {
+			return fmt.Errorf("enqueueing the delivery of %d stranded outboxes: %w", len(threads), err)
+		}
+		return nil
 	})
-	if err != nil {
-		return 0, fmt.Errorf("listing stranded outboxes: %w", err)
-	}
-	if len(threads) == 0 {
-		return 0, nil
-	}
-	if err := e.insertDeliveries(ctx, threads...); err != nil {
-		return 0, fmt.Errorf("enqueueing the delivery of %d stranded outboxes: %w", len(threads), err)
+	if err != nil || len(threads) == 0 {
+		return 0, err
 	}
 	e.WarnContext(ctx, "enqueued the delivery of messages left pending without a deliverer",
 		"threads", len(threads), "after", e.cfg.DeliveryRescueAfter)

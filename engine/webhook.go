@@ -16,10 +16,14 @@ import (
 // body is JSON; X-Baton-Signature is "t=<unix>,v1=<hex HMAC-SHA256 of
 // "<t>.<body>">" under Secret (SignatureHeader, VerifySignature), signed
 // afresh on every attempt; X-Baton-Message-ID is the message's stable id,
-// on which the receiver dedupes (delivery is at least once). Any answer but
-// 2xx is a failure, a redirect included (it is never followed): the
-// thread's delivery stops there and is retried with backoff, so later
-// messages never overtake it.
+// on which the receiver dedupes (delivery is at least once); and
+// X-Baton-Sequence (SequenceHeader) is its delivery sequence on its thread
+// (OutboundMessage.Sequence, also the body's "sequence"): a receiver that
+// keeps the highest it has seen per thread and drops every message at or
+// below it gets each message once and in order. Any answer but 2xx is a
+// failure, a redirect included (it is never followed): the thread's
+// delivery stops there and is retried with backoff, so later messages never
+// overtake it.
 type WebhookChannel struct {
 	// URL receives the POSTs. Required.
 	URL string
@@ -38,9 +42,18 @@ type WebhookChannel struct {
 
 var _ ChannelAdapter = (*WebhookChannel)(nil)
 
+// Headers of a webhook POST besides the signature (SignatureHeader).
+const (
+	// MessageIDHeader carries the message's stable id.
+	MessageIDHeader = "X-Baton-Message-ID"
+	// SequenceHeader carries the message's delivery sequence on its thread.
+	SequenceHeader = "X-Baton-Sequence"
+)
+
 // webhookBody is what a webhook receiver gets.
 type webhookBody struct {
 	MessageID   string    `json:"message_id"`
+	Sequence    int64     `json:"sequence"`
 	TenantID    string    `json:"tenant_id"`
 	ThreadID    string    `json:"thread_id"`
 	Channel     string    `json:"channel"`
@@ -54,7 +67,7 @@ type webhookBody struct {
 func (c *WebhookChannel) Deliver(ctx context.Context, msg OutboundMessage) error {
 	id := strconv.FormatInt(msg.ID, 10)
 	body, err := json.Marshal(webhookBody{
-		MessageID: id, TenantID: msg.TenantID, ThreadID: msg.ThreadID, Channel: msg.Channel,
+		MessageID: id, Sequence: msg.Sequence, TenantID: msg.TenantID, ThreadID: msg.ThreadID, Channel: msg.Channel,
 		Contact: msg.Contact, ExecutionID: msg.ExecutionID, Text: msg.Body, CreatedAt: msg.CreatedAt.UTC(),
 	})
 	if err != nil {
@@ -65,7 +78,8 @@ func (c *WebhookChannel) Deliver(ctx context.Context, msg OutboundMessage) error
 		return fmt.Errorf("building webhook request: %w", err)
 	}
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("X-Baton-Message-ID", id)
+	req.Header.Set(MessageIDHeader, id)
+	req.Header.Set(SequenceHeader, strconv.FormatInt(msg.Sequence, 10))
 	if len(c.Secret) > 0 {
 		req.Header.Set(SignatureHeader, Sign(c.Secret, time.Now(), body))
 	}

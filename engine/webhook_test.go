@@ -20,14 +20,15 @@ import (
 )
 
 // A webhook that fails at first gets every message of a thread exactly once
-// (after dedupe by message id), verified, and in order.
+// and in order, verified, when it follows the documented rule: it keeps the
+// highest X-Baton-Sequence it has seen and drops anything at or below it.
 func TestWebhookChannelRetriesWithoutReordering(t *testing.T) {
 	t.Parallel()
 	secret := []byte("webhook-secret-of-32-bytes-long!")
 	var (
 		mu       sync.Mutex
 		received []string
-		seen     = map[string]bool{}
+		highest  int64
 		calls    atomic.Int32
 	)
 	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -42,15 +43,17 @@ func TestWebhookChannelRetriesWithoutReordering(t *testing.T) {
 		}
 		var msg struct {
 			MessageID string `json:"message_id"`
+			Sequence  int64  `json:"sequence"`
 			Text      string `json:"text"`
 		}
-		if err := json.Unmarshal(body, &msg); err != nil || msg.MessageID != r.Header.Get("X-Baton-Message-ID") {
+		if err := json.Unmarshal(body, &msg); err != nil || msg.MessageID != r.Header.Get(engine.MessageIDHeader) ||
+			r.Header.Get(engine.SequenceHeader) != fmt.Sprint(msg.Sequence) || msg.Sequence <= 0 {
 			http.Error(w, "bad body", http.StatusBadRequest)
 			return
 		}
 		mu.Lock()
-		if !seen[msg.MessageID] {
-			seen[msg.MessageID] = true
+		if msg.Sequence > highest {
+			highest = msg.Sequence
 			received = append(received, msg.Text)
 		}
 		mu.Unlock()

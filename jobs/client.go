@@ -95,6 +95,11 @@ type Config struct {
 	// Retention, when set, runs the periodic retention.sweep job with it
 	// (every Retention.Interval()). Nil runs none.
 	Retention *retention.Sweeper
+	// Fence, when set, is worker middleware that stops this process's jobs
+	// while its presence goes unproven; give the same Fence to
+	// StartPresence (PresenceConfig.Fence), which puts it up and lifts it.
+	// Nil (the default) fences nothing.
+	Fence *Fence
 }
 
 // DefaultStepReapInterval is how often the step reaper runs when
@@ -198,6 +203,9 @@ func RiverConfig(cfg Config, workers *river.Workers) (*river.Config, error) {
 		RescueStuckJobsAfter: cfg.RescueStuckJobsAfter,
 		MaxAttempts:          25,
 		Middleware:           []rivertype.Middleware{newPreciseTimers()},
+	}
+	if cfg.Fence != nil {
+		rc.Middleware = append(rc.Middleware, cfg.Fence)
 	}
 	if cfg.CompletedJobRetention > 0 {
 		rc.CompletedJobRetentionPeriod = cfg.CompletedJobRetention

@@ -32,10 +32,13 @@ import (
 // database restart frees every lock at once: the live processes take theirs
 // back within a second, before any of them is declared dead.
 //
-// Running a step twice is harmless: a step job advances its execution only
-// at the step_seq it was enqueued with, and tool calls carry their
-// idempotency key. River's rescuer stays as the backstop for a process that
-// is alive but stuck.
+// A process that is alive but cut off from the database for longer than
+// Grace is declared dead all the same; with a Fence (PresenceConfig.Fence)
+// it stops working its jobs before then (see "Fencing" in fence.go).
+// Running a step twice is harmless anyway: a step job advances its
+// execution only at the step_seq it was enqueued with, and tool calls carry
+// their idempotency key. River's rescuer stays as the backstop for a
+// process that is alive but stuck.
 
 const (
 	// processLockBase namespaces the processes' advisory locks (key =
@@ -76,8 +79,20 @@ type PresenceConfig struct {
 	// Grace is how long a process's lock must stay free before it counts as
 	// dead. Zero means DefaultGrace.
 	Grace time.Duration
-	// Logger receives a warning for each dead process handed back and for
-	// a lost presence connection. Nil discards them.
+	// Fence, when set, is the Fence of this process's River client
+	// (Config.Fence): it is put up once this process's presence has gone
+	// unproven for FenceAfter, which stops the jobs the process is running,
+	// and lifted when its presence is proven again. Nil (the default)
+	// fences nothing.
+	Fence *Fence
+	// FenceAfter is how long this process's presence may go unproven (no
+	// answer to its presence pings, every SweepInterval, nor to its
+	// reconnection) before it puts its Fence up. It must be over
+	// SweepInterval and under the Grace of every process's sweep. Zero
+	// means Grace − SweepInterval (1.5 s with the defaults).
+	FenceAfter time.Duration
+	// Logger receives a warning for each dead process handed back, for a
+	// lost presence connection and for a fence put up. Nil discards them.
 	Logger *slog.Logger
 }
 
@@ -93,6 +108,14 @@ type Presence struct {
 	mu   sync.Mutex
 	conn *pgx.Conn // the connection holding the lock, while it does
 	id   int64
+
+	// fenceMu guards lastProof and fenceTimer.
+	fenceMu sync.Mutex
+	// lastProof is when the last proof of presence that got an answer was
+	// sent.
+	lastProof time.Time
+	// fenceTimer puts the fence up FenceAfter after lastProof.
+	fenceTimer *time.Timer
 }
 
 // StartPresence registers this process and takes its lock, returning once
@@ -107,6 +130,13 @@ func StartPresence(ctx context.Context, pool *pgxpool.Pool, cfg PresenceConfig) 
 	}
 	if cfg.Grace <= 0 {
 		cfg.Grace = DefaultGrace
+	}
+	if cfg.FenceAfter <= 0 {
+		cfg.FenceAfter = cfg.Grace - cfg.SweepInterval
+	}
+	if cfg.Fence != nil && (cfg.FenceAfter <= cfg.SweepInterval || cfg.FenceAfter >= cfg.Grace) {
+		return nil, fmt.Errorf("jobs: PresenceConfig.FenceAfter (%s) must be over SweepInterval (%s) and under Grace (%s)",
+			cfg.FenceAfter, cfg.SweepInterval, cfg.Grace)
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -128,6 +158,11 @@ func StartPresence(ctx context.Context, pool *pgxpool.Pool, cfg PresenceConfig) 
 func (p *Presence) Stop(ctx context.Context) {
 	p.cancel()
 	p.wg.Wait()
+	p.fenceMu.Lock()
+	if p.fenceTimer != nil {
+		p.fenceTimer.Stop()
+	}
+	p.fenceMu.Unlock()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.conn == nil {
@@ -157,6 +192,7 @@ func (p *Presence) register(ctx context.Context) error {
 		return fmt.Errorf("connecting for process presence: %w", err)
 	}
 	host, _ := os.Hostname()
+	sent := time.Now()
 	id, err := p.q.ProcessRegister(ctx, conn, &dbsqlc.ProcessRegisterParams{
 		ClientID: p.cfg.ClientID, Hostname: host, Pid: int32(os.Getpid()), LockBase: processLockBase,
 	})
@@ -167,7 +203,45 @@ func (p *Presence) register(ctx context.Context) error {
 	p.mu.Lock()
 	p.conn, p.id = conn, id
 	p.mu.Unlock()
+	p.proven(ctx, sent)
 	return nil
+}
+
+// proven records a proof of presence sent at sent and answered: the lock
+// was held at some moment after sent. It lifts the fence and sets it to go
+// up FenceAfter after sent.
+func (p *Presence) proven(ctx context.Context, sent time.Time) {
+	if p.cfg.Fence == nil {
+		return
+	}
+	p.fenceMu.Lock()
+	defer p.fenceMu.Unlock()
+	if sent.Before(p.lastProof) {
+		return // a later proof has been answered already
+	}
+	p.lastProof = sent
+	wait := time.Until(sent.Add(p.cfg.FenceAfter))
+	if p.fenceTimer == nil {
+		p.fenceTimer = time.AfterFunc(wait, func() { p.lapse(context.WithoutCancel(ctx)) })
+	} else {
+		p.fenceTimer.Reset(wait)
+	}
+	if p.cfg.Fence.lift() {
+		p.cfg.Logger.WarnContext(ctx, "process presence proven again; this process works jobs again", "client_id", p.cfg.ClientID)
+	}
+}
+
+// lapse puts the fence up unless a proof of presence came meanwhile.
+func (p *Presence) lapse(ctx context.Context) {
+	p.fenceMu.Lock()
+	defer p.fenceMu.Unlock()
+	if time.Since(p.lastProof) < p.cfg.FenceAfter {
+		return
+	}
+	if p.cfg.Fence.fence() {
+		p.cfg.Logger.WarnContext(ctx, "process presence unproven; this process stops its running jobs and works none until it is back, "+
+			"since the process sweep may hand them to others", "client_id", p.cfg.ClientID, "unproven_for", time.Since(p.lastProof))
+	}
 }
 
 // hold checks the presence connection every SweepInterval and, when it is
@@ -185,7 +259,9 @@ func (p *Presence) hold(ctx context.Context) {
 		conn := p.conn
 		p.mu.Unlock()
 		if conn != nil {
+			sent := time.Now()
 			if p.alive(ctx, conn) {
+				p.proven(ctx, sent)
 				continue
 			}
 			p.cfg.Logger.WarnContext(ctx, "process presence connection lost; reconnecting", "client_id", p.cfg.ClientID)

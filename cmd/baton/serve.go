@@ -284,15 +284,18 @@ func serve(ctx context.Context, c serveConfig) error {
 	}
 	sweep := file.RetentionConfig()
 	sweep.Logger, sweep.Metrics = logger, reg
+	// The fence stops this process's jobs while its presence is unproven,
+	// before the process sweep can hand them to others (jobs/fence.go).
+	fence := jobs.NewFence()
 	client, err := jobs.NewClient(pool, jobs.Config{Engine: eng, Logger: logger, RescueStuckJobsAfter: c.rescueAfter,
 		LockReapInterval: time.Duration(file.Locks.ReapInterval), Retention: retention.New(pool, sweep),
-		CompletedJobRetention: time.Duration(file.Retention.Jobs)})
+		CompletedJobRetention: time.Duration(file.Retention.Jobs), Fence: fence})
 	if err != nil {
 		return err
 	}
 	// Announced before River works a job, so that every job this process
 	// runs is handed back within seconds if it dies (jobs/presence.go).
-	presence, err := jobs.StartPresence(ctx, pool, jobs.PresenceConfig{Engine: eng, ClientID: client.ID(), Logger: logger})
+	presence, err := jobs.StartPresence(ctx, pool, jobs.PresenceConfig{Engine: eng, ClientID: client.ID(), Fence: fence, Logger: logger})
 	if err != nil {
 		return err
 	}

@@ -154,10 +154,15 @@ func (q *Queries) ProcessMarkFound(ctx context.Context, db DBTX, ids []int64) er
 }
 
 const processMarkLost = `-- name: ProcessMarkLost :exec
-UPDATE baton_process SET lock_lost_at = now()
+UPDATE baton_process SET lock_lost_at = clock_timestamp()
 WHERE id = ANY($1::bigint[]) AND lock_lost_at IS NULL
 `
 
+// Records when the sweep found these processes' locks free: the time of
+// this statement, after the check that found them free (ProcessCheck), not
+// the sweep transaction's start, which may come before the lock was freed.
+// A process is declared dead Grace after it, so never sooner than Grace
+// after its lock was freed (jobs/fence.go counts on it).
 func (q *Queries) ProcessMarkLost(ctx context.Context, db DBTX, ids []int64) error {
 	_, err := db.Exec(ctx, processMarkLost, ids)
 	return err

@@ -74,7 +74,7 @@ UPDATE thread_message SET status = 'dropped'
 WHERE id = (SELECT id FROM thread_message
             WHERE thread_id = $1::bigint AND direction = 'in' AND status = 'received' AND NOT summary
             ORDER BY id LIMIT 1)
-RETURNING id, tenant_id, thread_id, direction, execution_id, node_id, body, status, attempts, last_error, created_at, delivered_at, step_seq, delivery_seq, external_id, channel, queue_mode, backlog, summary, dropped_count, consumed_at, outcome
+RETURNING id, tenant_id, thread_id, direction, execution_id, node_id, body, status, attempts, last_error, created_at, delivered_at, step_seq, delivery_seq, external_id, channel, queue_mode, backlog, summary, dropped_count, consumed_at, outcome, claim_epoch
 `
 
 func (q *Queries) InboundDropOldest(ctx context.Context, db DBTX, threadID int64) (*ThreadMessage, error) {
@@ -103,12 +103,13 @@ func (q *Queries) InboundDropOldest(ctx context.Context, db DBTX, threadID int64
 		&i.DroppedCount,
 		&i.ConsumedAt,
 		&i.Outcome,
+		&i.ClaimEpoch,
 	)
 	return &i, err
 }
 
 const inboundGetByExternalID = `-- name: InboundGetByExternalID :one
-SELECT m.id, m.tenant_id, m.thread_id, m.direction, m.execution_id, m.node_id, m.body, m.status, m.attempts, m.last_error, m.created_at, m.delivered_at, m.step_seq, m.delivery_seq, m.external_id, m.channel, m.queue_mode, m.backlog, m.summary, m.dropped_count, m.consumed_at, m.outcome, x.execution_id AS execution_key
+SELECT m.id, m.tenant_id, m.thread_id, m.direction, m.execution_id, m.node_id, m.body, m.status, m.attempts, m.last_error, m.created_at, m.delivered_at, m.step_seq, m.delivery_seq, m.external_id, m.channel, m.queue_mode, m.backlog, m.summary, m.dropped_count, m.consumed_at, m.outcome, m.claim_epoch, x.execution_id AS execution_key
 FROM thread_message m
 LEFT JOIN agent_execution x ON x.id = m.execution_id
 WHERE m.thread_id = $1::bigint AND m.direction = 'in' AND m.external_id = $2::text
@@ -142,6 +143,7 @@ type InboundGetByExternalIDRow struct {
 	DroppedCount int32
 	ConsumedAt   *time.Time
 	Outcome      *string
+	ClaimEpoch   *int64
 	ExecutionKey *string
 }
 
@@ -171,6 +173,7 @@ func (q *Queries) InboundGetByExternalID(ctx context.Context, db DBTX, arg *Inbo
 		&i.DroppedCount,
 		&i.ConsumedAt,
 		&i.Outcome,
+		&i.ClaimEpoch,
 		&i.ExecutionKey,
 	)
 	return &i, err
@@ -183,7 +186,7 @@ VALUES ($1::text, $2::bigint, 'in', $3::bigint, $4::text, $5::text,
         $6::text, $7::text, $8::text, $9::boolean, $10::boolean,
         $11::integer, $12::text,
         CASE WHEN $5::text = 'consumed' THEN now() END)
-RETURNING id, tenant_id, thread_id, direction, execution_id, node_id, body, status, attempts, last_error, created_at, delivered_at, step_seq, delivery_seq, external_id, channel, queue_mode, backlog, summary, dropped_count, consumed_at, outcome
+RETURNING id, tenant_id, thread_id, direction, execution_id, node_id, body, status, attempts, last_error, created_at, delivered_at, step_seq, delivery_seq, external_id, channel, queue_mode, backlog, summary, dropped_count, consumed_at, outcome, claim_epoch
 `
 
 type InboundInsertParams struct {
@@ -240,6 +243,7 @@ func (q *Queries) InboundInsert(ctx context.Context, db DBTX, arg *InboundInsert
 		&i.DroppedCount,
 		&i.ConsumedAt,
 		&i.Outcome,
+		&i.ClaimEpoch,
 	)
 	return &i, err
 }
@@ -266,7 +270,7 @@ func (q *Queries) InboundLastReceivedAt(ctx context.Context, db DBTX, threadID i
 }
 
 const inboundListReceived = `-- name: InboundListReceived :many
-SELECT id, tenant_id, thread_id, direction, execution_id, node_id, body, status, attempts, last_error, created_at, delivered_at, step_seq, delivery_seq, external_id, channel, queue_mode, backlog, summary, dropped_count, consumed_at, outcome FROM thread_message
+SELECT id, tenant_id, thread_id, direction, execution_id, node_id, body, status, attempts, last_error, created_at, delivered_at, step_seq, delivery_seq, external_id, channel, queue_mode, backlog, summary, dropped_count, consumed_at, outcome, claim_epoch FROM thread_message
 WHERE thread_id = $1::bigint AND direction = 'in' AND status = 'received'
 ORDER BY summary DESC, id
 `
@@ -305,6 +309,7 @@ func (q *Queries) InboundListReceived(ctx context.Context, db DBTX, threadID int
 			&i.DroppedCount,
 			&i.ConsumedAt,
 			&i.Outcome,
+			&i.ClaimEpoch,
 		); err != nil {
 			return nil, err
 		}
@@ -333,7 +338,7 @@ func (q *Queries) InboundRevertSteered(ctx context.Context, db DBTX, executionID
 }
 
 const inboundSummaryRow = `-- name: InboundSummaryRow :one
-SELECT id, tenant_id, thread_id, direction, execution_id, node_id, body, status, attempts, last_error, created_at, delivered_at, step_seq, delivery_seq, external_id, channel, queue_mode, backlog, summary, dropped_count, consumed_at, outcome FROM thread_message
+SELECT id, tenant_id, thread_id, direction, execution_id, node_id, body, status, attempts, last_error, created_at, delivered_at, step_seq, delivery_seq, external_id, channel, queue_mode, backlog, summary, dropped_count, consumed_at, outcome, claim_epoch FROM thread_message
 WHERE thread_id = $1::bigint AND direction = 'in' AND status = 'received' AND summary
 `
 
@@ -363,6 +368,7 @@ func (q *Queries) InboundSummaryRow(ctx context.Context, db DBTX, threadID int64
 		&i.DroppedCount,
 		&i.ConsumedAt,
 		&i.Outcome,
+		&i.ClaimEpoch,
 	)
 	return &i, err
 }
@@ -373,7 +379,7 @@ SET status = CASE WHEN backlog THEN 'received' ELSE 'consumed' END,
     queue_mode = CASE WHEN backlog THEN 'followup' ELSE queue_mode END,
     consumed_at = now()
 WHERE execution_id = $1::bigint AND direction = 'in' AND status = 'steer'
-RETURNING id, tenant_id, thread_id, direction, execution_id, node_id, body, status, attempts, last_error, created_at, delivered_at, step_seq, delivery_seq, external_id, channel, queue_mode, backlog, summary, dropped_count, consumed_at, outcome
+RETURNING id, tenant_id, thread_id, direction, execution_id, node_id, body, status, attempts, last_error, created_at, delivered_at, step_seq, delivery_seq, external_id, channel, queue_mode, backlog, summary, dropped_count, consumed_at, outcome, claim_epoch
 `
 
 // Hands the messages steered into an execution to it: plain steers are
@@ -410,6 +416,7 @@ func (q *Queries) InboundTakeSteered(ctx context.Context, db DBTX, executionID i
 			&i.DroppedCount,
 			&i.ConsumedAt,
 			&i.Outcome,
+			&i.ClaimEpoch,
 		); err != nil {
 			return nil, err
 		}

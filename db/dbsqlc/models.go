@@ -355,6 +355,7 @@ type OutboxMessage struct {
 	ExecutionKey string
 	ThreadID     int64
 	DeliverySeq  *int64
+	ClaimEpoch   *int64
 }
 
 type RiverJob struct {
@@ -420,6 +421,7 @@ type ThreadMessage struct {
 	DroppedCount int32
 	ConsumedAt   *time.Time
 	Outcome      *string
+	ClaimEpoch   *int64
 }
 
 type WorkflowDefinition struct {

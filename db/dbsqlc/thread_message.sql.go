@@ -37,7 +37,7 @@ func (q *Queries) MessageDropQueued(ctx context.Context, db DBTX, executionID in
 }
 
 const messageFirstQueued = `-- name: MessageFirstQueued :one
-SELECT id, tenant_id, thread_id, direction, execution_id, node_id, body, status, attempts, last_error, created_at, delivered_at, step_seq, delivery_seq, external_id, channel, queue_mode, backlog, summary, dropped_count, consumed_at, outcome
+SELECT id, tenant_id, thread_id, direction, execution_id, node_id, body, status, attempts, last_error, created_at, delivered_at, step_seq, delivery_seq, external_id, channel, queue_mode, backlog, summary, dropped_count, consumed_at, outcome, claim_epoch
 FROM thread_message
 WHERE thread_id = $1::bigint
   AND status = 'queued'
@@ -71,6 +71,7 @@ func (q *Queries) MessageFirstQueued(ctx context.Context, db DBTX, threadID int6
 		&i.DroppedCount,
 		&i.ConsumedAt,
 		&i.Outcome,
+		&i.ClaimEpoch,
 	)
 	return &i, err
 }
@@ -128,7 +129,7 @@ func (q *Queries) MessageInsertOutbound(ctx context.Context, db DBTX, arg *Messa
 }
 
 const messageListByExecution = `-- name: MessageListByExecution :many
-SELECT id, tenant_id, thread_id, direction, execution_id, node_id, body, status, attempts, last_error, created_at, delivered_at, step_seq, delivery_seq, external_id, channel, queue_mode, backlog, summary, dropped_count, consumed_at, outcome FROM thread_message WHERE execution_id = $1::bigint ORDER BY id
+SELECT id, tenant_id, thread_id, direction, execution_id, node_id, body, status, attempts, last_error, created_at, delivered_at, step_seq, delivery_seq, external_id, channel, queue_mode, backlog, summary, dropped_count, consumed_at, outcome, claim_epoch FROM thread_message WHERE execution_id = $1::bigint ORDER BY id
 `
 
 func (q *Queries) MessageListByExecution(ctx context.Context, db DBTX, executionID int64) ([]*ThreadMessage, error) {
@@ -163,6 +164,7 @@ func (q *Queries) MessageListByExecution(ctx context.Context, db DBTX, execution
 			&i.DroppedCount,
 			&i.ConsumedAt,
 			&i.Outcome,
+			&i.ClaimEpoch,
 		); err != nil {
 			return nil, err
 		}
@@ -175,7 +177,7 @@ func (q *Queries) MessageListByExecution(ctx context.Context, db DBTX, execution
 }
 
 const messageListByThread = `-- name: MessageListByThread :many
-SELECT m.id, m.tenant_id, m.thread_id, m.direction, m.execution_id, m.node_id, m.body, m.status, m.attempts, m.last_error, m.created_at, m.delivered_at, m.step_seq, m.delivery_seq, m.external_id, m.channel, m.queue_mode, m.backlog, m.summary, m.dropped_count, m.consumed_at, m.outcome, x.execution_id AS execution_key
+SELECT m.id, m.tenant_id, m.thread_id, m.direction, m.execution_id, m.node_id, m.body, m.status, m.attempts, m.last_error, m.created_at, m.delivered_at, m.step_seq, m.delivery_seq, m.external_id, m.channel, m.queue_mode, m.backlog, m.summary, m.dropped_count, m.consumed_at, m.outcome, m.claim_epoch, x.execution_id AS execution_key
 FROM thread_message m
 LEFT JOIN agent_execution x ON x.id = m.execution_id
 WHERE m.thread_id = $1::bigint
@@ -217,6 +219,7 @@ type MessageListByThreadRow struct {
 	DroppedCount int32
 	ConsumedAt   *time.Time
 	Outcome      *string
+	ClaimEpoch   *int64
 	ExecutionKey *string
 }
 
@@ -258,6 +261,7 @@ func (q *Queries) MessageListByThread(ctx context.Context, db DBTX, arg *Message
 			&i.DroppedCount,
 			&i.ConsumedAt,
 			&i.Outcome,
+			&i.ClaimEpoch,
 			&i.ExecutionKey,
 		); err != nil {
 			return nil, err
@@ -270,45 +274,51 @@ func (q *Queries) MessageListByThread(ctx context.Context, db DBTX, arg *Message
 	return items, nil
 }
 
-const messageRecordDelivered = `-- name: MessageRecordDelivered :execrows
+const messageRecordDelivered = `-- name: MessageRecordDelivered :one
 WITH delivered AS (
     UPDATE thread_message
     SET status = 'delivered',
         delivered_at = now(),
         attempts = attempts + 1,
         last_error = NULL
-    WHERE id = $4::bigint
+    WHERE id = $1::bigint
       AND status = 'pending'
+      AND claim_epoch = $2::bigint
     RETURNING thread_message.id, thread_message.tenant_id, thread_message.execution_id, thread_message.node_id
+), events AS (
+    INSERT INTO execution_event (tenant_id, execution_id, action, level, message, node_id, payload)
+    SELECT d.tenant_id, d.execution_id, 'thread.message_delivered', 'info', 'Message ' || d.id || ' delivered', d.node_id,
+           jsonb_build_object('thread_id', $3::text, 'execution_id', $4::text,
+                              'message_id', d.id::text, 'channel', $5::text)
+    FROM delivered d
+    WHERE d.execution_id IS NOT NULL
 )
-INSERT INTO execution_event (tenant_id, execution_id, action, level, message, node_id, payload)
-SELECT d.tenant_id, d.execution_id, 'thread.message_delivered', 'info', 'Message ' || d.id || ' delivered', d.node_id,
-       jsonb_build_object('thread_id', $1::text, 'execution_id', $2::text,
-                          'message_id', d.id::text, 'channel', $3::text)
-FROM delivered d
-WHERE d.execution_id IS NOT NULL
+SELECT EXISTS (SELECT 1 FROM delivered)::boolean AS recorded
 `
 
 type MessageRecordDeliveredParams struct {
+	ID           int64
+	Epoch        int64
 	ThreadKey    string
 	ExecutionKey string
 	Channel      string
-	ID           int64
 }
 
 // Marks a message delivered and writes its thread.message_delivered event,
-// in one statement.
-func (q *Queries) MessageRecordDelivered(ctx context.Context, db DBTX, arg *MessageRecordDeliveredParams) (int64, error) {
-	result, err := db.Exec(ctx, messageRecordDelivered,
+// in one statement, if it still carries the fencing token @epoch of the
+// claim that took it (migration 00031), and says whether it did: false
+// means another deliverer has claimed the message since, or recorded it.
+func (q *Queries) MessageRecordDelivered(ctx context.Context, db DBTX, arg *MessageRecordDeliveredParams) (bool, error) {
+	row := db.QueryRow(ctx, messageRecordDelivered,
+		arg.ID,
+		arg.Epoch,
 		arg.ThreadKey,
 		arg.ExecutionKey,
 		arg.Channel,
-		arg.ID,
 	)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected(), nil
+	var recorded bool
+	err := row.Scan(&recorded)
+	return recorded, err
 }
 
 const messageRecordFailedAttempt = `-- name: MessageRecordFailedAttempt :exec
@@ -316,29 +326,38 @@ UPDATE thread_message
 SET attempts = attempts + 1,
     last_error = $1::text
 WHERE id = $2::bigint
+  AND claim_epoch = $3::bigint
 `
 
 type MessageRecordFailedAttemptParams struct {
 	LastError string
 	ID        int64
+	Epoch     int64
 }
 
+// Counts a refused delivery of a message, with its error, if it still
+// carries the fencing token @epoch of the claim that took it.
 func (q *Queries) MessageRecordFailedAttempt(ctx context.Context, db DBTX, arg *MessageRecordFailedAttemptParams) error {
-	_, err := db.Exec(ctx, messageRecordFailedAttempt, arg.LastError, arg.ID)
+	_, err := db.Exec(ctx, messageRecordFailedAttempt, arg.LastError, arg.ID, arg.Epoch)
 	return err
 }
 
 const messageReleaseQueued = `-- name: MessageReleaseQueued :execrows
-WITH seq AS MATERIALIZED (
-    SELECT nextval('thread_message_delivery_seq') AS value
+WITH queued AS MATERIALIZED (
+    SELECT m.id FROM thread_message m
+    WHERE m.thread_id = $1::bigint
+      AND m.execution_id = ANY($2::bigint[])
+      AND m.status = 'queued'
+    ORDER BY m.id
+    FOR UPDATE
+), numbered AS MATERIALIZED (
+    SELECT q.id, nextval('thread_message_delivery_seq') AS value FROM queued q
 )
 UPDATE thread_message
 SET status = 'pending',
-    delivery_seq = seq.value
-FROM seq
-WHERE thread_message.thread_id = $1::bigint
-  AND thread_message.execution_id = ANY($2::bigint[])
-  AND thread_message.status = 'queued'
+    delivery_seq = numbered.value
+FROM numbered
+WHERE thread_message.id = numbered.id
 `
 
 type MessageReleaseQueuedParams struct {
@@ -347,8 +366,9 @@ type MessageReleaseQueuedParams struct {
 }
 
 // Moves the queued messages of a family of executions (one voice) on a
-// thread into the outbox, behind everything already there. They share one
-// delivery_seq, so they go out in the order they were written.
+// thread into the outbox, behind everything already there, in the order
+// they were written: each draws its delivery_seq, the delivery sequence a
+// receiver sees (migration 00031), in id order.
 func (q *Queries) MessageReleaseQueued(ctx context.Context, db DBTX, arg *MessageReleaseQueuedParams) (int64, error) {
 	result, err := db.Exec(ctx, messageReleaseQueued, arg.ThreadID, arg.ExecutionIds)
 	if err != nil {
@@ -423,7 +443,7 @@ func (q *Queries) MessageTimeline(ctx context.Context, db DBTX, arg *MessageTime
 }
 
 const outboxClaim = `-- name: OutboxClaim :many
-SELECT id, tenant_id, execution_id, node_id, body, created_at, thread_key, channel, contact, execution_key, thread_id, delivery_seq FROM outbox_claim($1::bigint, $2::bigint, $3::integer)
+SELECT id, tenant_id, execution_id, node_id, body, created_at, thread_key, channel, contact, execution_key, thread_id, delivery_seq, claim_epoch FROM outbox_claim($1::bigint, $2::bigint, $3::integer, nextval('outbox_claim_epoch'))
 `
 
 type OutboxClaimParams struct {
@@ -433,7 +453,8 @@ type OutboxClaimParams struct {
 }
 
 // Takes a thread's outbox lock and reads its first pending messages, in one
-// round trip (migration 00013): rows mean the lock is held.
+// round trip (migrations 00013 and 00031): rows mean the lock is held. The
+// messages carry the claim's fencing token, drawn here (claim_epoch).
 func (q *Queries) OutboxClaim(ctx context.Context, db DBTX, arg *OutboxClaimParams) ([]*OutboxMessage, error) {
 	rows, err := db.Query(ctx, outboxClaim, arg.ThreadID, arg.Key, arg.Max)
 	if err != nil {
@@ -456,6 +477,7 @@ func (q *Queries) OutboxClaim(ctx context.Context, db DBTX, arg *OutboxClaimPara
 			&i.ExecutionKey,
 			&i.ThreadID,
 			&i.DeliverySeq,
+			&i.ClaimEpoch,
 		); err != nil {
 			return nil, err
 		}
@@ -468,7 +490,7 @@ func (q *Queries) OutboxClaim(ctx context.Context, db DBTX, arg *OutboxClaimPara
 }
 
 const outboxClaimMany = `-- name: OutboxClaimMany :many
-SELECT id, tenant_id, execution_id, node_id, body, created_at, thread_key, channel, contact, execution_key, thread_id, delivery_seq FROM outbox_claim_many($1::bigint[], $2::bigint[], $3::integer)
+SELECT id, tenant_id, execution_id, node_id, body, created_at, thread_key, channel, contact, execution_key, thread_id, delivery_seq, claim_epoch FROM outbox_claim_many($1::bigint[], $2::bigint[], $3::integer, nextval('outbox_claim_epoch'))
 `
 
 type OutboxClaimManyParams struct {
@@ -477,8 +499,9 @@ type OutboxClaimManyParams struct {
 	Max       int32
 }
 
-// OutboxClaim for many threads in one round trip (migration 00027): the
-// threads that have rows are those whose outbox lock this session now holds.
+// OutboxClaim for many threads in one round trip (migration 00027), under
+// one fencing token: the threads that have rows are those whose outbox lock
+// this session now holds.
 func (q *Queries) OutboxClaimMany(ctx context.Context, db DBTX, arg *OutboxClaimManyParams) ([]*OutboxMessage, error) {
 	rows, err := db.Query(ctx, outboxClaimMany, arg.ThreadIds, arg.Keys, arg.Max)
 	if err != nil {
@@ -501,6 +524,7 @@ func (q *Queries) OutboxClaimMany(ctx context.Context, db DBTX, arg *OutboxClaim
 			&i.ExecutionKey,
 			&i.ThreadID,
 			&i.DeliverySeq,
+			&i.ClaimEpoch,
 		); err != nil {
 			return nil, err
 		}
@@ -514,7 +538,7 @@ func (q *Queries) OutboxClaimMany(ctx context.Context, db DBTX, arg *OutboxClaim
 
 const outboxFinishMany = `-- name: OutboxFinishMany :one
 SELECT outbox_finish_many($1::bigint[], $2::bigint[], $3::bigint[],
-                          $4::text[], $5::text[], $6::text[])::bigint[] AS more
+                          $4::text[], $5::text[], $6::text[], $7::bigint)::bigint[] AS more
 `
 
 type OutboxFinishManyParams struct {
@@ -524,12 +548,14 @@ type OutboxFinishManyParams struct {
 	ThreadKeys    []string
 	ExecutionKeys []string
 	Channels      []string
+	Epoch         int64
 }
 
-// Records the last messages of a batch delivered, gives the batch's outbox
-// locks up and returns the threads that still have messages pending
-// (outbox_finish_many, migrations 00027 and 00029); DeliverThread uses it
-// for one thread. The messages belong to threads of thread_ids.
+// Records the last messages of a batch delivered, those that still carry
+// the batch's token @epoch, gives the batch's outbox locks up and returns
+// the threads that still have messages pending (outbox_finish_many,
+// migrations 00027, 00029 and 00031); DeliverThread uses it for one thread.
+// The messages belong to threads of thread_ids.
 func (q *Queries) OutboxFinishMany(ctx context.Context, db DBTX, arg *OutboxFinishManyParams) ([]int64, error) {
 	row := db.QueryRow(ctx, outboxFinishMany,
 		arg.ThreadIds,
@@ -538,6 +564,7 @@ func (q *Queries) OutboxFinishMany(ctx context.Context, db DBTX, arg *OutboxFini
 		arg.ThreadKeys,
 		arg.ExecutionKeys,
 		arg.Channels,
+		arg.Epoch,
 	)
 	var more []int64
 	err := row.Scan(&more)
@@ -604,21 +631,20 @@ func (q *Queries) OutboxListStranded(ctx context.Context, db DBTX, arg *OutboxLi
 }
 
 const outboxNext = `-- name: OutboxNext :many
-SELECT id, tenant_id, execution_id, node_id, body, created_at, thread_key, channel, contact, execution_key, thread_id, delivery_seq FROM outbox_message
-WHERE thread_id = $1::bigint
-ORDER BY delivery_seq, id
-LIMIT $2::integer
+SELECT id, tenant_id, execution_id, node_id, body, created_at, thread_key, channel, contact, execution_key, thread_id, delivery_seq, claim_epoch FROM outbox_take($1::bigint, $2::integer, $3::bigint)
 `
 
 type OutboxNextParams struct {
 	ThreadID int64
 	Max      int32
+	Epoch    int64
 }
 
 // The next pending outbound messages of a thread, in outbox order, for the
-// session that holds its outbox lock (outbox_claim reads the first ones).
+// session that holds its outbox lock (outbox_claim reads the first ones),
+// stamped with the token of its claim (outbox_take, migration 00031).
 func (q *Queries) OutboxNext(ctx context.Context, db DBTX, arg *OutboxNextParams) ([]*OutboxMessage, error) {
-	rows, err := db.Query(ctx, outboxNext, arg.ThreadID, arg.Max)
+	rows, err := db.Query(ctx, outboxNext, arg.ThreadID, arg.Max, arg.Epoch)
 	if err != nil {
 		return nil, err
 	}
@@ -639,6 +665,7 @@ func (q *Queries) OutboxNext(ctx context.Context, db DBTX, arg *OutboxNextParams
 			&i.ExecutionKey,
 			&i.ThreadID,
 			&i.DeliverySeq,
+			&i.ClaimEpoch,
 		); err != nil {
 			return nil, err
 		}
@@ -648,4 +675,18 @@ func (q *Queries) OutboxNext(ctx context.Context, db DBTX, arg *OutboxNextParams
 		return nil, err
 	}
 	return items, nil
+}
+
+const outboxReapLock = `-- name: OutboxReapLock :one
+SELECT pg_try_advisory_xact_lock($1::bigint)::boolean AS won
+`
+
+// Whether this transaction may reap stranded outboxes: one reaper lists
+// and enqueues at a time, so that two reapers never both find a thread
+// without a job and both give it one.
+func (q *Queries) OutboxReapLock(ctx context.Context, db DBTX, key int64) (bool, error) {
+	row := db.QueryRow(ctx, outboxReapLock, key)
+	var won bool
+	err := row.Scan(&won)
+	return won, err
 }

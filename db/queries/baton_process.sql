@@ -35,7 +35,12 @@ FROM baton_process
 ORDER BY id;
 
 -- name: ProcessMarkLost :exec
-UPDATE baton_process SET lock_lost_at = now()
+-- Records when the sweep found these processes' locks free: the time of
+-- this statement, after the check that found them free (ProcessCheck), not
+-- the sweep transaction's start, which may come before the lock was freed.
+-- A process is declared dead Grace after it, so never sooner than Grace
+-- after its lock was freed (jobs/fence.go counts on it).
+UPDATE baton_process SET lock_lost_at = clock_timestamp()
 WHERE id = ANY(@ids::bigint[]) AND lock_lost_at IS NULL;
 
 -- name: ProcessMarkFound :exec

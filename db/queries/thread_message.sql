@@ -18,16 +18,15 @@ VALUES (
 
 -- name: OutboxNext :many
 -- The next pending outbound messages of a thread, in outbox order, for the
--- session that holds its outbox lock (outbox_claim reads the first ones).
-SELECT * FROM outbox_message
-WHERE thread_id = @thread_id::bigint
-ORDER BY delivery_seq, id
-LIMIT @max::integer;
+-- session that holds its outbox lock (outbox_claim reads the first ones),
+-- stamped with the token of its claim (outbox_take, migration 00031).
+SELECT * FROM outbox_take(@thread_id::bigint, @max::integer, @epoch::bigint);
 
 -- name: OutboxClaim :many
 -- Takes a thread's outbox lock and reads its first pending messages, in one
--- round trip (migration 00013): rows mean the lock is held.
-SELECT * FROM outbox_claim(@thread_id::bigint, @key::bigint, @max::integer);
+-- round trip (migrations 00013 and 00031): rows mean the lock is held. The
+-- messages carry the claim's fencing token, drawn here (claim_epoch).
+SELECT * FROM outbox_claim(@thread_id::bigint, @key::bigint, @max::integer, nextval('outbox_claim_epoch'));
 
 -- name: OutboxHasPending :one
 -- Whether a thread has outbound messages waiting for delivery.
@@ -35,17 +34,25 @@ SELECT EXISTS (SELECT 1 FROM thread_message
                WHERE thread_id = @thread_id::bigint AND direction = 'out' AND status = 'pending')::boolean AS pending;
 
 -- name: OutboxClaimMany :many
--- OutboxClaim for many threads in one round trip (migration 00027): the
--- threads that have rows are those whose outbox lock this session now holds.
-SELECT * FROM outbox_claim_many(@thread_ids::bigint[], @keys::bigint[], @max::integer);
+-- OutboxClaim for many threads in one round trip (migration 00027), under
+-- one fencing token: the threads that have rows are those whose outbox lock
+-- this session now holds.
+SELECT * FROM outbox_claim_many(@thread_ids::bigint[], @keys::bigint[], @max::integer, nextval('outbox_claim_epoch'));
 
 -- name: OutboxFinishMany :one
--- Records the last messages of a batch delivered, gives the batch's outbox
--- locks up and returns the threads that still have messages pending
--- (outbox_finish_many, migrations 00027 and 00029); DeliverThread uses it
--- for one thread. The messages belong to threads of thread_ids.
+-- Records the last messages of a batch delivered, those that still carry
+-- the batch's token @epoch, gives the batch's outbox locks up and returns
+-- the threads that still have messages pending (outbox_finish_many,
+-- migrations 00027, 00029 and 00031); DeliverThread uses it for one thread.
+-- The messages belong to threads of thread_ids.
 SELECT outbox_finish_many(@thread_ids::bigint[], @keys::bigint[], @message_ids::bigint[],
-                          @thread_keys::text[], @execution_keys::text[], @channels::text[])::bigint[] AS more;
+                          @thread_keys::text[], @execution_keys::text[], @channels::text[], @epoch::bigint)::bigint[] AS more;
+
+-- name: OutboxReapLock :one
+-- Whether this transaction may reap stranded outboxes: one reaper lists
+-- and enqueues at a time, so that two reapers never both find a thread
+-- without a job and both give it one.
+SELECT pg_try_advisory_xact_lock(@key::bigint)::boolean AS won;
 
 -- name: OutboxListStranded :many
 -- Threads with a message pending delivery for over @idle_seconds and no
@@ -67,9 +74,11 @@ WHERE m.status = 'pending'
 ORDER BY m.thread_id
 LIMIT @max::integer;
 
--- name: MessageRecordDelivered :execrows
+-- name: MessageRecordDelivered :one
 -- Marks a message delivered and writes its thread.message_delivered event,
--- in one statement.
+-- in one statement, if it still carries the fencing token @epoch of the
+-- claim that took it (migration 00031), and says whether it did: false
+-- means another deliverer has claimed the message since, or recorded it.
 WITH delivered AS (
     UPDATE thread_message
     SET status = 'delivered',
@@ -78,14 +87,17 @@ WITH delivered AS (
         last_error = NULL
     WHERE id = @id::bigint
       AND status = 'pending'
+      AND claim_epoch = @epoch::bigint
     RETURNING thread_message.id, thread_message.tenant_id, thread_message.execution_id, thread_message.node_id
+), events AS (
+    INSERT INTO execution_event (tenant_id, execution_id, action, level, message, node_id, payload)
+    SELECT d.tenant_id, d.execution_id, 'thread.message_delivered', 'info', 'Message ' || d.id || ' delivered', d.node_id,
+           jsonb_build_object('thread_id', @thread_key::text, 'execution_id', @execution_key::text,
+                              'message_id', d.id::text, 'channel', @channel::text)
+    FROM delivered d
+    WHERE d.execution_id IS NOT NULL
 )
-INSERT INTO execution_event (tenant_id, execution_id, action, level, message, node_id, payload)
-SELECT d.tenant_id, d.execution_id, 'thread.message_delivered', 'info', 'Message ' || d.id || ' delivered', d.node_id,
-       jsonb_build_object('thread_id', @thread_key::text, 'execution_id', @execution_key::text,
-                          'message_id', d.id::text, 'channel', @channel::text)
-FROM delivered d
-WHERE d.execution_id IS NOT NULL;
+SELECT EXISTS (SELECT 1 FROM delivered)::boolean AS recorded;
 
 -- name: MessageFirstQueued :one
 SELECT *
@@ -100,18 +112,24 @@ SELECT count(*)::integer FROM thread_message WHERE thread_id = @thread_id::bigin
 
 -- name: MessageReleaseQueued :execrows
 -- Moves the queued messages of a family of executions (one voice) on a
--- thread into the outbox, behind everything already there. They share one
--- delivery_seq, so they go out in the order they were written.
-WITH seq AS MATERIALIZED (
-    SELECT nextval('thread_message_delivery_seq') AS value
+-- thread into the outbox, behind everything already there, in the order
+-- they were written: each draws its delivery_seq, the delivery sequence a
+-- receiver sees (migration 00031), in id order.
+WITH queued AS MATERIALIZED (
+    SELECT m.id FROM thread_message m
+    WHERE m.thread_id = @thread_id::bigint
+      AND m.execution_id = ANY(@execution_ids::bigint[])
+      AND m.status = 'queued'
+    ORDER BY m.id
+    FOR UPDATE
+), numbered AS MATERIALIZED (
+    SELECT q.id, nextval('thread_message_delivery_seq') AS value FROM queued q
 )
 UPDATE thread_message
 SET status = 'pending',
-    delivery_seq = seq.value
-FROM seq
-WHERE thread_message.thread_id = @thread_id::bigint
-  AND thread_message.execution_id = ANY(@execution_ids::bigint[])
-  AND thread_message.status = 'queued';
+    delivery_seq = numbered.value
+FROM numbered
+WHERE thread_message.id = numbered.id;
 
 -- name: MessageDropQueued :execrows
 UPDATE thread_message
@@ -120,10 +138,13 @@ WHERE execution_id = @execution_id::bigint
   AND status = 'queued';
 
 -- name: MessageRecordFailedAttempt :exec
+-- Counts a refused delivery of a message, with its error, if it still
+-- carries the fencing token @epoch of the claim that took it.
 UPDATE thread_message
 SET attempts = attempts + 1,
     last_error = @last_error::text
-WHERE id = @id::bigint;
+WHERE id = @id::bigint
+  AND claim_epoch = @epoch::bigint;
 
 -- name: MessageListByExecution :many
 SELECT * FROM thread_message WHERE execution_id = @execution_id::bigint ORDER BY id;
