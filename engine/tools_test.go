@@ -263,7 +263,13 @@ func TestBreakerPausesExecutionsUntilToolIsBack(t *testing.T) {
 	require.Equal(t, 3, tool.count())
 
 	second := b.start(t, engine.StartParams{WorkflowID: "retry"})
-	time.Sleep(300 * time.Millisecond)
+	// Wait for both runs to pause at the open breaker, or for its window to
+	// close on a machine too slow to see them do it.
+	require.Eventually(t, func() bool {
+		paused := b.get(t, first.ExecutionID).Status == engine.StatusPending &&
+			b.get(t, second.ExecutionID).Status == engine.StatusPending
+		return paused || time.Now().After(status.OpenUntil)
+	}, 20*time.Second, 10*time.Millisecond)
 	// Read everything first, then look at the clock: what was read before
 	// the breaker's probe time cannot have seen the probe's admission.
 	calls := tool.count()
