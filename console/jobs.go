@@ -2,6 +2,7 @@ package console
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/url"
 	"strings"
@@ -78,8 +79,14 @@ func (c *Console) serveJobs(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !c.openJobs() {
-		if _, err := c.api.OperatorSession(r); err != nil {
+		_, err := c.api.OperatorSession(r)
+		if errors.Is(err, httpapi.ErrOperatorRefused) {
 			c.refuseJobs(w, r, sess)
+			return
+		}
+		if err != nil {
+			securityHeaders(w)
+			c.renderFailure(w, r, sess, err)
 			return
 		}
 	}
@@ -159,7 +166,9 @@ func (c *Console) operatorSignIn(w http.ResponseWriter, r *http.Request, sess ht
 	http.Redirect(w, r, view.Next, http.StatusSeeOther)
 }
 
-// operatorSignOut clears the operator session cookie.
+// operatorSignOut ends the operator session, in every baton process, and
+// clears its cookie. When the database cannot revoke the session the
+// operator is told so and stays signed in.
 func (c *Console) operatorSignOut(w http.ResponseWriter, r *http.Request, sess httpapi.Session) {
 	securityHeaders(w)
 	if r.Method != http.MethodPost {
@@ -171,7 +180,16 @@ func (c *Console) operatorSignOut(w http.ResponseWriter, r *http.Request, sess h
 		c.renderError(w, r, sess, http.StatusForbidden, "the sign-out must come from this console")
 		return
 	}
-	c.api.EndOperatorSession(w, r, Prefix)
+	if err := c.api.EndOperatorSession(w, r, Prefix); err != nil {
+		if engine.IsUnavailable(err) {
+			w.Header().Set("Retry-After", "1")
+			c.renderError(w, r, sess, http.StatusServiceUnavailable,
+				"the database is unavailable, so the operator session could not be ended: you are still signed in to River UI; sign out again in a moment")
+			return
+		}
+		c.renderFailure(w, r, sess, err)
+		return
+	}
 	http.Redirect(w, r, operatorSignInPath, http.StatusSeeOther)
 }
 

@@ -1,6 +1,8 @@
 package console_test
 
 import (
+	"context"
+	"encoding/base64"
 	"net/http"
 	"net/url"
 	"testing"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/batonrun/baton/console"
 	"github.com/batonrun/baton/httpapi"
+	"github.com/batonrun/baton/internal/pgtest"
 )
 
 // operatorToken mints an operator token for the sites' operator secret.
@@ -198,4 +201,92 @@ func mustURL(t *testing.T, raw string) *url.URL {
 	u, err := url.Parse(raw)
 	require.NoError(t, err)
 	return u
+}
+
+// operatorCookie is the browser's operator session cookie.
+func (b *browser) operatorCookie() *http.Cookie {
+	b.t.Helper()
+	for _, c := range b.client.Jar.Cookies(mustURL(b.t, b.site.server.URL+"/console/")) {
+		if c.Name == httpapi.OperatorCookie {
+			return c
+		}
+	}
+	b.t.Fatal("the browser holds no operator session cookie")
+	return nil
+}
+
+// An operator's sign-out ends the operator session in every baton process
+// at once: a saved copy of its cookie no longer opens River UI, its pages
+// nor its API, on the site signed out of nor on another site of the same
+// database. Before the sign-out the copy opens River UI on both.
+func TestOperatorSignOutEndsTheSessionInEveryProcess(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewPool(t)
+	one, two := newSite(t, siteOpts{pool: pool, jobs: true}), newSite(t, siteOpts{pool: pool, jobs: true})
+	b := one.browser(t)
+	p := b.operatorSignIn(operatorToken(t))
+	require.Equal(t, http.StatusSeeOther, p.status, p.body)
+	saved := b.operatorCookie()
+
+	for _, s := range []*site{one, two} {
+		status, _ := s.replay(t, saved, "/console/jobs/")
+		require.Equal(t, http.StatusOK, status, "the saved cookie opens River UI")
+		status, body := s.replay(t, saved, "/console/jobs/api/jobs?state=available")
+		require.Equal(t, http.StatusOK, status, body)
+	}
+
+	p = b.do(http.MethodPost, console.JobsPrefix+"/signout", nil, map[string]string{"Origin": one.server.URL})
+	require.Equal(t, http.StatusSeeOther, p.status, p.body)
+	require.Contains(t, p.header.Get("Set-Cookie"), httpapi.OperatorCookie+"=;", "the browser's cookie is cleared")
+	jobsRefused(t, b, "signed out")
+
+	for _, s := range []*site{one, two} {
+		status, _ := s.replay(t, saved, "/console/jobs/")
+		require.Equal(t, http.StatusFound, status, "River UI sends the saved cookie to the operator sign-in")
+		status, body := s.replay(t, saved, "/console/jobs/api/jobs?state=available")
+		require.Equal(t, http.StatusForbidden, status, body)
+		status, body = s.replay(t, saved, "/console/jobs/signin")
+		require.Equal(t, http.StatusOK, status)
+		require.NotContains(t, body, "ops-alice", "the sign-in names no operator session")
+	}
+	var revoked bool
+	require.NoError(t, pool.QueryRow(context.Background(), "SELECT revoked_at IS NOT NULL FROM operator_session").Scan(&revoked))
+	require.True(t, revoked)
+}
+
+// The operator cookie is 32 random bytes, not a token; the table holds its
+// HMAC under a key derived from the operator secret, so neither the
+// cookie nor its id under the tenant sessions' key is a row's key, and no
+// console_session row is written for an operator.
+func TestOperatorCookieHoldsOnlyARandomID(t *testing.T) {
+	t.Parallel()
+	s := newSite(t, siteOpts{jobs: true})
+	b := s.browser(t)
+	require.Equal(t, http.StatusSeeOther, b.operatorSignIn(operatorToken(t)).status)
+	cookie := b.operatorCookie()
+	id, err := base64.RawURLEncoding.DecodeString(cookie.Value)
+	require.NoError(t, err)
+	require.Len(t, id, 32)
+	require.NotContains(t, cookie.Value, ".", "not a JWT")
+
+	var (
+		subject  string
+		stored   []byte
+		lifetime time.Duration
+		tenants  int
+	)
+	require.NoError(t, s.pool.QueryRow(context.Background(),
+		"SELECT subject, id, expires_at - created_at FROM operator_session").Scan(&subject, &stored, &lifetime))
+	require.Equal(t, "ops-alice", subject)
+	require.Len(t, stored, 32)
+	require.NotEqual(t, id, stored)
+	require.NotEqual(t, []byte(cookie.Value), stored)
+	require.LessOrEqual(t, lifetime, time.Hour, "no longer than its token")
+	require.NoError(t, s.pool.QueryRow(context.Background(), "SELECT count(*) FROM console_session").Scan(&tenants))
+	require.Zero(t, tenants)
+
+	// The operator cookie's value as a tenant session cookie opens no
+	// console session.
+	status, _ := s.replay(t, &http.Cookie{Name: httpapi.SessionCookie, Value: cookie.Value}, "/console/executions")
+	require.Equal(t, http.StatusFound, status)
 }

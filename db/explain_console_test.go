@@ -31,6 +31,16 @@ func consoleCases() []queryCase {
 		{"ConsoleSessionRevoke", slice, func(r *recorder) {
 			_, _ = q.ConsoleSessionRevoke(ctx, r, &dbsqlc.ConsoleSessionRevokeParams{ID: sessionID})
 		}},
+		{"OperatorSessionInsert", write, func(r *recorder) {
+			_ = q.OperatorSessionInsert(ctx, r, &dbsqlc.OperatorSessionInsertParams{ID: sessionID, Subject: "ops",
+				ExpiresAt: time.Now().Add(time.Hour)})
+		}},
+		{"OperatorSessionGetLive", slice, func(r *recorder) {
+			_, _ = q.OperatorSessionGetLive(ctx, r, &dbsqlc.OperatorSessionGetLiveParams{ID: sessionID})
+		}},
+		{"OperatorSessionRevoke", slice, func(r *recorder) {
+			_, _ = q.OperatorSessionRevoke(ctx, r, &dbsqlc.OperatorSessionRevokeParams{ID: sessionID})
+		}},
 		{"ConsoleTimeline", longPage, timeline(math.MaxInt64)},
 		{"ConsoleTimeline/before", longPage, timeline(scalefixture.BusyFirstMessage + scalefixture.BusyTurns)},
 		{"ConsoleDefinitionVersions", slice, func(r *recorder) {

@@ -51,7 +51,7 @@ const perLiveCost = 2.5
 var bigTables = map[string]bool{
 	"agent_execution": true, "thread": true, "execution_event": true, "thread_message": true,
 	"idempotency_key": true, "inbound_event": true, "workflow_definition": true, "lane": true,
-	"river_job": true, "console_session": true,
+	"river_job": true, "console_session": true, "operator_session": true,
 }
 
 // reach says how much of the data a query may read, which sets its cost

@@ -84,9 +84,9 @@ type Server struct {
 	// sessionKey keys console session ids in the database
 	// (httpapi/session.go).
 	sessionKey []byte
-	// operatorSecret verifies operator tokens and operatorSessionKey signs
-	// operator session cookies (httpapi/operator.go); nil without
-	// operator tokens.
+	// operatorSecret verifies operator tokens and operatorSessionKey keys
+	// operator session ids in the database (httpapi/operator.go); nil
+	// without operator tokens.
 	operatorSecret, operatorSessionKey []byte
 	token                              TokenPolicy
 	timeout                            time.Duration

@@ -83,6 +83,9 @@ FROM thread t;
 INSERT INTO console_session (id, tenant_id, subject, scopes, csrf, created_at, expires_at)
 SELECT sha256(int8send(i)), 't' || (i % 10), 'ana', '{}', 'csrf', now() - (i % 48) * interval '1 hour',
        now() - (i % 48) * interval '1 hour' + interval '12 hours' FROM generate_series(1, 20000) i;
+INSERT INTO operator_session (id, subject, created_at, expires_at)
+SELECT sha256(int8send(i)), 'ops', now() - (i % 48) * interval '1 hour',
+       now() - (i % 48) * interval '1 hour' + interval '12 hours' FROM generate_series(1, 20000) i;
 ANALYZE;`)
 	require.NoError(t, err)
 
@@ -107,6 +110,9 @@ ANALYZE;`)
 		{"ConsoleSessionDeleteExpired", "console_session_expires_idx", func(r *sqlRecorder) {
 			_, _ = q.ConsoleSessionDeleteExpired(ctx, r, &dbsqlc.ConsoleSessionDeleteExpiredParams{Batch: 1000})
 		}},
+		{"OperatorSessionDeleteExpired", "operator_session_expires_idx", func(r *sqlRecorder) {
+			_, _ = q.OperatorSessionDeleteExpired(ctx, r, &dbsqlc.OperatorSessionDeleteExpiredParams{Batch: 1000})
+		}},
 		{"RetentionSweepInboundEvents", "inbound_event_expiry_idx", func(r *sqlRecorder) {
 			_, _ = q.RetentionSweepInboundEvents(ctx, r, &dbsqlc.RetentionSweepInboundEventsParams{KeepMsByTenant: tenantKeep, KeepMs: int64(day / 1e6), Batch: 1000})
 		}},
@@ -114,7 +120,7 @@ ANALYZE;`)
 	// The replay tables may be read whole while a whole read is cheaper
 	// than a probe per row (as here); past about a million rows the
 	// planner probes their primary key instead.
-	big := map[string]bool{"agent_execution": true, "execution_event": true, "thread_message": true, "thread": true, "console_session": true}
+	big := map[string]bool{"agent_execution": true, "execution_event": true, "thread_message": true, "thread": true, "console_session": true, "operator_session": true}
 	for _, c := range cases {
 		var r sqlRecorder
 		c.call(&r)

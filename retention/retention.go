@@ -29,14 +29,15 @@ const (
 // baton_retention_removed_total metric name them. MessageIDs counts the
 // message_ids of inbound messages forgotten (the messages stay).
 const (
-	TableExecutions      = "agent_execution"
-	TableEvents          = "execution_event"
-	TableMessages        = "thread_message"
-	TableThreads         = "thread"
-	TableInboundEvents   = "inbound_event"
-	TableIdempotencyKeys = "idempotency_key"
-	TableConsoleSessions = "console_session"
-	MessageIDs           = "thread_message.external_id"
+	TableExecutions       = "agent_execution"
+	TableEvents           = "execution_event"
+	TableMessages         = "thread_message"
+	TableThreads          = "thread"
+	TableInboundEvents    = "inbound_event"
+	TableIdempotencyKeys  = "idempotency_key"
+	TableConsoleSessions  = "console_session"
+	TableOperatorSessions = "operator_session"
+	MessageIDs            = "thread_message.external_id"
 )
 
 // Policy is how long a tenant's rows are kept. A zero period keeps them
@@ -160,6 +161,7 @@ var passes = []pass{
 	{name: "idempotency keys", period: func(p Policy) time.Duration { return p.Idempotency }, batch: (*Sweeper).idempotencyKeysBatch},
 	{name: "inbound events", period: func(p Policy) time.Duration { return p.Idempotency }, batch: (*Sweeper).inboundEventsBatch},
 	{name: "console sessions", batch: (*Sweeper).consoleSessionsBatch},
+	{name: "operator sessions", batch: (*Sweeper).operatorSessionsBatch},
 }
 
 // Sweep removes what is past retention, batch after batch, until each
@@ -278,6 +280,14 @@ func (s *Sweeper) consoleSessionsBatch(ctx context.Context, args *batchArgs, cou
 	return n, err
 }
 
+// operatorSessionsBatch removes River UI's operator sessions that have
+// expired, signed out or not.
+func (s *Sweeper) operatorSessionsBatch(ctx context.Context, args *batchArgs, counts map[string]int64) (int64, error) {
+	n, err := s.q.OperatorSessionDeleteExpired(ctx, s.pool, &dbsqlc.OperatorSessionDeleteExpiredParams{Batch: args.Batch})
+	s.count(counts, TableOperatorSessions, n)
+	return n, err
+}
+
 // count adds n rows of table to counts and to the metric.
 func (s *Sweeper) count(counts map[string]int64, table string, n int64) {
 	if n <= 0 {
@@ -293,7 +303,7 @@ func (s *Sweeper) count(counts map[string]int64, table string, n int64) {
 // budget or failed; debug when there was nothing to do.
 func (s *Sweeper) log(ctx context.Context, res Result, took time.Duration, err error) {
 	attrs := []any{"took", took.Round(time.Millisecond), "more", res.More}
-	for _, table := range []string{TableExecutions, TableEvents, TableMessages, TableThreads, MessageIDs, TableIdempotencyKeys, TableInboundEvents, TableConsoleSessions} {
+	for _, table := range []string{TableExecutions, TableEvents, TableMessages, TableThreads, MessageIDs, TableIdempotencyKeys, TableInboundEvents, TableConsoleSessions, TableOperatorSessions} {
 		attrs = append(attrs, table, res.Removed[table])
 	}
 	switch {

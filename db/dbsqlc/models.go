@@ -342,6 +342,14 @@ type MonitorWaitingExecution struct {
 	WaitingHours float64
 }
 
+type OperatorSession struct {
+	ID        []byte
+	Subject   string
+	CreatedAt time.Time
+	ExpiresAt time.Time
+	RevokedAt *time.Time
+}
+
 type OutboxMessage struct {
 	ID           int64
 	TenantID     string

@@ -193,4 +193,12 @@ SELECT sha256(int8send(i)), 't' || (i % {tenants}), 'user-' || (i % 1000), '{wor
        now() - (100000 - i) * interval '0.864 seconds', now() - (100000 - i) * interval '0.864 seconds' + interval '12 hours',
        CASE WHEN i % 10 = 0 THEN now() - (100000 - i) * interval '0.864 seconds' + interval '1 hour' END
 FROM generate_series(1, 100000) i`},
+	// Operator sessions: 2,000 River UI sign-ins over the last day, those
+	// of its first half expired, one in ten signed out.
+	{"operator_session", `
+INSERT INTO operator_session (id, subject, created_at, expires_at, revoked_at)
+SELECT sha256(int8send(i)), 'ops-' || (i % 20),
+       now() - (2000 - i) * interval '43.2 seconds', now() - (2000 - i) * interval '43.2 seconds' + interval '12 hours',
+       CASE WHEN i % 10 = 0 THEN now() - (2000 - i) * interval '43.2 seconds' + interval '1 hour' END
+FROM generate_series(1, 2000) i`},
 }
