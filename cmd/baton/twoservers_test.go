@@ -44,6 +44,12 @@ func TestTwoServersShareOneDatabase(t *testing.T) {
 		for m := maxInFlight.Load(); n > m && !maxInFlight.CompareAndSwap(m, n); m = maxInFlight.Load() {
 		}
 		calls.Add(1)
+		// Hold the call until the lane's limit of calls is in flight (or
+		// for a second at most, for the last few runs), so that the limit
+		// is reached however slowly a loaded machine starts the runs.
+		for held := time.Now(); inFlight.Load() < laneLimit && time.Since(held) < time.Second; {
+			time.Sleep(5 * time.Millisecond)
+		}
 		time.Sleep(time.Duration(40+rand.IntN(40)) * time.Millisecond)
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write([]byte(`{"ok": true}`))
